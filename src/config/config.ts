@@ -1,0 +1,195 @@
+import path from 'node:path';
+
+/**
+ * The one reader of process.env. Every setting, its default and its bounds live here; `loadConfig`
+ * validates all of them at once and reports every problem, then returns a deeply frozen object.
+ */
+export interface Config {
+  readonly env: 'development' | 'production' | 'test';
+  readonly host: string;
+  readonly port: number;
+  readonly issuer: string;
+  readonly dataDir: string;
+  readonly databaseUrl: string | null;
+  readonly redisUrl: string | null;
+  readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  readonly keyEncryptionSecret: string;
+  readonly tokens: {
+    readonly accessTokenTtl: number;
+    readonly refreshTokenTtl: number;
+    readonly maxTokenLength: number;
+    readonly clockSkew: number;
+    readonly cacheSize: number;
+  };
+  readonly http: {
+    readonly bodyLimit: number;
+    readonly trustProxy: boolean;
+  };
+  readonly rateLimit: {
+    readonly max: number;
+    readonly windowSeconds: number;
+    readonly anonymousMax: number;
+  };
+  readonly bootstrap: {
+    readonly adminEmail: string | null;
+    readonly adminPassword: string | null;
+    readonly clientId: string | null;
+    readonly clientSecret: string | null;
+  };
+  readonly graphql: {
+    readonly introspectionPublic: boolean;
+  };
+  /** Development defaults in force; production refuses to start with any of them. */
+  readonly developmentDefaults: readonly string[];
+}
+
+/** The development-only key-encryption secret. Production refuses it. */
+export const DEVELOPMENT_KEY_SECRET = 'portcullis-development-key-encryption-secret-do-not-use';
+
+type Env = Record<string, string | undefined>;
+
+class Problems {
+  readonly list: string[] = [];
+  add(name: string, message: string): void {
+    this.list.push(`${name}: ${message}`);
+  }
+}
+
+function readInt(env: Env, name: string, fallback: number, min: number, max: number, problems: Problems): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^\d+$/.test(raw)) {
+    problems.add(name, `must be an integer, got ${JSON.stringify(raw)}`);
+    return fallback;
+  }
+  const value = Number(raw);
+  if (value < min || value > max) problems.add(name, `must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+function readBool(env: Env, name: string, fallback: boolean, problems: Problems): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (raw === 'true' || raw === '1') return true;
+  if (raw === 'false' || raw === '0') return false;
+  problems.add(name, `must be true or false, got ${JSON.stringify(raw)}`);
+  return fallback;
+}
+
+function readString(env: Env, name: string): string | null {
+  const raw = env[name];
+  return raw === undefined || raw === '' ? null : raw;
+}
+
+function readUrl(env: Env, name: string, protocols: string[], problems: Problems): string | null {
+  const raw = readString(env, name);
+  if (raw === null) return null;
+  try {
+    const url = new URL(raw);
+    if (!protocols.includes(url.protocol)) problems.add(name, `must use ${protocols.join(' or ')}`);
+  } catch {
+    problems.add(name, 'must be a URL');
+  }
+  return raw;
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+export class ConfigError extends Error {
+  constructor(readonly problems: readonly string[]) {
+    super(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  const problems = new Problems();
+  const developmentDefaults: string[] = [];
+  const nodeEnv = env.NODE_ENV === 'production' ? 'production' : env.NODE_ENV === 'test' ? 'test' : 'development';
+
+  const port = readInt(env, 'PORT', 3000, 0, 65535, problems);
+  const host = readString(env, 'HOST') ?? '127.0.0.1';
+  let issuer = readUrl(env, 'ISSUER', ['http:', 'https:'], problems);
+  if (issuer === null) {
+    issuer = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+    developmentDefaults.push('ISSUER');
+  } else {
+    issuer = issuer.replace(/\/+$/, '');
+    if (nodeEnv === 'production' && !issuer.startsWith('https:')) problems.add('ISSUER', 'must use https in production');
+  }
+
+  let keyEncryptionSecret = readString(env, 'KEY_ENCRYPTION_SECRET');
+  if (keyEncryptionSecret === null) {
+    keyEncryptionSecret = DEVELOPMENT_KEY_SECRET;
+    developmentDefaults.push('KEY_ENCRYPTION_SECRET');
+  } else if (keyEncryptionSecret.length < 32) {
+    problems.add('KEY_ENCRYPTION_SECRET', 'must be at least 32 characters');
+  }
+
+  const logLevel = (readString(env, 'LOG_LEVEL') ?? (nodeEnv === 'test' ? 'silent' : 'info')) as Config['logLevel'];
+  if (!LOG_LEVELS.includes(logLevel)) problems.add('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
+
+  const config: Config = {
+    env: nodeEnv,
+    host,
+    port,
+    issuer,
+    dataDir: path.resolve(readString(env, 'DATA_DIR') ?? './data'),
+    databaseUrl: readUrl(env, 'DATABASE_URL', ['postgres:', 'postgresql:'], problems),
+    redisUrl: readUrl(env, 'REDIS_URL', ['redis:', 'rediss:'], problems),
+    logLevel,
+    keyEncryptionSecret,
+    tokens: {
+      // The seed bounds access tokens to 5 minutes .. 1 hour and refresh tokens to days .. weeks.
+      accessTokenTtl: readInt(env, 'ACCESS_TOKEN_TTL', 600, 300, 3600, problems),
+      refreshTokenTtl: readInt(env, 'REFRESH_TOKEN_TTL', 14 * 86400, 86400, 60 * 86400, problems),
+      maxTokenLength: readInt(env, 'MAX_TOKEN_LENGTH', 4096, 512, 16384, problems),
+      clockSkew: readInt(env, 'TOKEN_CLOCK_SKEW', 30, 0, 300, problems),
+      cacheSize: readInt(env, 'TOKEN_CACHE_SIZE', 10000, 0, 1_000_000, problems),
+    },
+    http: {
+      bodyLimit: readInt(env, 'BODY_LIMIT', 64 * 1024, 1024, 10 * 1024 * 1024, problems),
+      trustProxy: readBool(env, 'TRUST_PROXY', false, problems),
+    },
+    rateLimit: {
+      max: readInt(env, 'RATE_LIMIT_MAX', 600, 1, 1_000_000, problems),
+      windowSeconds: readInt(env, 'RATE_LIMIT_WINDOW', 60, 1, 86400, problems),
+      anonymousMax: readInt(env, 'RATE_LIMIT_ANONYMOUS_MAX', 120, 1, 1_000_000, problems),
+    },
+    bootstrap: {
+      adminEmail: readString(env, 'BOOTSTRAP_ADMIN_EMAIL'),
+      adminPassword: readString(env, 'BOOTSTRAP_ADMIN_PASSWORD'),
+      clientId: readString(env, 'BOOTSTRAP_CLIENT_ID'),
+      clientSecret: readString(env, 'BOOTSTRAP_CLIENT_SECRET'),
+    },
+    graphql: {
+      introspectionPublic: readBool(env, 'GRAPHQL_INTROSPECTION_PUBLIC', false, problems),
+    },
+    developmentDefaults,
+  };
+
+  if (config.bootstrap.adminPassword !== null && config.bootstrap.adminPassword.length < 12) {
+    problems.add('BOOTSTRAP_ADMIN_PASSWORD', 'must be at least 12 characters');
+  }
+  if (config.bootstrap.clientSecret !== null && config.bootstrap.clientSecret.length < 32) {
+    problems.add('BOOTSTRAP_CLIENT_SECRET', 'must be at least 32 characters');
+  }
+  if (nodeEnv === 'production' && developmentDefaults.length > 0) {
+    problems.add('NODE_ENV', `production refuses development defaults; set ${developmentDefaults.join(', ')}`);
+  }
+  if (problems.list.length > 0) throw new ConfigError(problems.list);
+  return deepFreeze(config);
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object') {
+    for (const child of Object.values(value)) deepFreeze(child);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+/** A test or embedding caller overrides selected settings on top of validated defaults. */
+export function configFrom(overrides: Env): Config {
+  return loadConfig({ NODE_ENV: 'test', ...overrides });
+}

@@ -1,0 +1,85 @@
+import type { Kysely, Selectable } from 'kysely';
+import type { ClientsTable, Database } from './schema.js';
+
+export type ClientType = 'confidential' | 'public';
+export type TokenFormat = 'jwt' | 'opaque';
+
+/** An OAuth client as the domain sees it (the secret digest stays in storage). */
+export interface ClientRecord {
+  id: string;
+  clientId: string;
+  name: string;
+  type: ClientType;
+  redirectUris: string[];
+  grantTypes: string[];
+  scopes: string[];
+  role: string;
+  accessTokenFormat: TokenFormat;
+  accessTokenTtl: number;
+  firstParty: boolean;
+  legacy: boolean;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface ClientWithSecret extends ClientRecord {
+  secretHash: string | null;
+}
+
+export function toClientRecord(row: Selectable<ClientsTable>): ClientWithSecret {
+  return {
+    id: row.id,
+    clientId: row.clientId,
+    name: row.name,
+    type: row.type as ClientType,
+    secretHash: row.secretHash,
+    redirectUris: JSON.parse(row.redirectUris) as string[],
+    grantTypes: JSON.parse(row.grantTypes) as string[],
+    scopes: JSON.parse(row.scopes) as string[],
+    role: row.role,
+    accessTokenFormat: row.accessTokenFormat as TokenFormat,
+    accessTokenTtl: row.accessTokenTtl,
+    firstParty: Boolean(row.firstParty),
+    legacy: Boolean(row.legacy),
+    createdAt: row.createdAt,
+    updatedAt: row.updatedAt,
+  };
+}
+
+export type NewClient = Omit<ClientWithSecret, 'createdAt' | 'updatedAt'>;
+
+export function clientRow(client: NewClient, createdAt: string, updatedAt: string): Selectable<ClientsTable> {
+  return {
+    id: client.id,
+    clientId: client.clientId,
+    name: client.name,
+    type: client.type,
+    secretHash: client.secretHash,
+    redirectUris: JSON.stringify(client.redirectUris),
+    grantTypes: JSON.stringify(client.grantTypes),
+    scopes: JSON.stringify(client.scopes),
+    role: client.role,
+    accessTokenFormat: client.accessTokenFormat,
+    accessTokenTtl: client.accessTokenTtl,
+    firstParty: client.firstParty,
+    legacy: client.legacy,
+    createdAt,
+    updatedAt,
+  };
+}
+
+export async function findClientByClientId(db: Kysely<Database>, clientId: string): Promise<ClientWithSecret | null> {
+  const row = await db.selectFrom('clients').selectAll().where('clientId', '=', clientId).executeTakeFirst();
+  return row ? toClientRecord(row) : null;
+}
+
+export async function findClientById(db: Kysely<Database>, id: string): Promise<ClientWithSecret | null> {
+  const row = await db.selectFrom('clients').selectAll().where('id', '=', id).executeTakeFirst();
+  return row ? toClientRecord(row) : null;
+}
+
+export async function insertClient(db: Kysely<Database>, client: NewClient, now: string): Promise<ClientWithSecret> {
+  const row = clientRow(client, now, now);
+  await db.insertInto('clients').values(row).execute();
+  return toClientRecord(row);
+}

@@ -1,0 +1,69 @@
+import { CamelCasePlugin, Kysely, PostgresDialect, SqliteDialect } from 'kysely';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Database } from './schema.js';
+import { SqliteBooleanPlugin } from './sqlite-boolean-plugin.js';
+
+export type DialectName = 'sqlite' | 'postgres';
+
+export interface Db {
+  readonly kysely: Kysely<Database>;
+  readonly dialect: DialectName;
+  /** Cheap round trip for /readyz. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface DbOptions {
+  /** postgres:// URL; when null the embedded SQLite file under dataDir is used. */
+  databaseUrl: string | null;
+  dataDir: string;
+  /** ':memory:' or a file path; overrides the file under dataDir (tests). */
+  sqliteFile?: string;
+}
+
+export async function openDb(options: DbOptions): Promise<Db> {
+  if (options.databaseUrl) {
+    const pg = await import('pg');
+    // Numeric columns (bigserial) come back as strings by default; audit sequence numbers fit in a double.
+    pg.default.types.setTypeParser(20, (v: string) => Number(v));
+    const pool = new pg.default.Pool({ connectionString: options.databaseUrl, max: 10, connectionTimeoutMillis: 5000 });
+    // An idle client's connection error must not crash the process; the next query reports it.
+    pool.on('error', () => {});
+    const kysely = new Kysely<Database>({
+      dialect: new PostgresDialect({ pool }),
+      plugins: [new CamelCasePlugin()],
+    });
+    return {
+      kysely,
+      dialect: 'postgres',
+      ping: async () => {
+        await pool.query('select 1');
+      },
+      close: () => kysely.destroy(),
+    };
+  }
+  const { default: SQLite } = await import('better-sqlite3');
+  let file = options.sqliteFile;
+  if (!file) {
+    fs.mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
+    file = path.join(options.dataDir, 'portcullis.db');
+  }
+  const database = new SQLite(file);
+  database.pragma('journal_mode = WAL');
+  database.pragma('foreign_keys = ON');
+  database.pragma('busy_timeout = 5000');
+  database.pragma('synchronous = NORMAL');
+  const kysely = new Kysely<Database>({
+    dialect: new SqliteDialect({ database }),
+    plugins: [new CamelCasePlugin(), new SqliteBooleanPlugin()],
+  });
+  return {
+    kysely,
+    dialect: 'sqlite',
+    ping: async () => {
+      database.prepare('select 1').get();
+    },
+    close: () => kysely.destroy(),
+  };
+}

@@ -1,0 +1,29 @@
+import { randomBytes } from 'node:crypto';
+
+let lastMillis = 0;
+let lastRandom = Buffer.alloc(10);
+
+/**
+ * Opaque, time-ordered identifiers (48-bit millisecond clock + 80 random bits, hex). Monotonic within
+ * this process, so ordering by id is creation order and cursors stay stable while rows are inserted.
+ */
+export function newId(now: number = Date.now()): string {
+  let random: Buffer;
+  if (now <= lastMillis) {
+    now = lastMillis;
+    random = Buffer.from(lastRandom);
+    for (let i = random.length - 1; i >= 0; i--) {
+      random[i] = (random[i]! + 1) & 0xff;
+      if (random[i] !== 0) break;
+    }
+  } else {
+    random = randomBytes(10);
+  }
+  lastMillis = now;
+  lastRandom = random;
+  return now.toString(16).padStart(12, '0') + random.toString('hex');
+}
+
+export function nowIso(): string {
+  return new Date().toISOString();
+}

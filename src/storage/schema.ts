@@ -1,0 +1,103 @@
+import type { Generated } from 'kysely';
+
+/**
+ * Table shapes as Kysely sees them (camelCase; CamelCasePlugin maps to snake_case columns).
+ * Timestamps are ISO-8601 UTC strings in both dialects so ordering and comparison behave the same.
+ * Booleans are stored as 0/1 on SQLite: read them through `Boolean()`.
+ */
+export interface UsersTable {
+  id: string;
+  email: string;
+  name: string;
+  role: string;
+  active: boolean | number;
+  passwordHash: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface PostsTable {
+  id: string;
+  authorId: string;
+  title: string;
+  body: string;
+  status: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface CommentsTable {
+  id: string;
+  postId: string;
+  authorId: string;
+  body: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface ClientsTable {
+  id: string;
+  clientId: string;
+  name: string;
+  type: string;
+  secretHash: string | null;
+  redirectUris: string;
+  grantTypes: string;
+  scopes: string;
+  role: string;
+  accessTokenFormat: string;
+  accessTokenTtl: number;
+  firstParty: boolean | number;
+  legacy: boolean | number;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface SigningKeysTable {
+  kid: string;
+  alg: string;
+  publicJwk: string;
+  privateJwkEncrypted: string;
+  createdAt: string;
+  /** Set when a newer key took over signing; the public part stays published until its tokens expire. */
+  retiredAt: string | null;
+}
+
+export interface AccessTokensTable {
+  jti: string;
+  tokenHash: string | null;
+  format: string;
+  clientId: string;
+  subject: string;
+  subjectType: string;
+  scopes: string;
+  grantType: string;
+  issuedAt: string;
+  expiresAt: string;
+  revokedAt: string | null;
+}
+
+export interface AuditEventsTable {
+  seq: Generated<number>;
+  id: string;
+  time: string;
+  requestId: string | null;
+  subject: string | null;
+  clientId: string | null;
+  interface: string;
+  operation: string;
+  resourceType: string | null;
+  resourceId: string | null;
+  decision: string;
+  reason: string;
+}
+
+export interface Database {
+  users: UsersTable;
+  posts: PostsTable;
+  comments: CommentsTable;
+  clients: ClientsTable;
+  signingKeys: SigningKeysTable;
+  accessTokens: AccessTokensTable;
+  auditEvents: AuditEventsTable;
+}

@@ -1,0 +1,51 @@
+import type { Kysely, Selectable } from 'kysely';
+import type { Database, UsersTable } from './schema.js';
+
+export type Role = 'admin' | 'editor' | 'member';
+
+export interface UserRecord {
+  id: string;
+  email: string;
+  name: string;
+  role: Role;
+  active: boolean;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export function toUserRecord(row: Selectable<UsersTable>): UserRecord {
+  return {
+    id: row.id,
+    email: row.email,
+    name: row.name,
+    role: row.role as Role,
+    active: Boolean(row.active),
+    createdAt: row.createdAt,
+    updatedAt: row.updatedAt,
+  };
+}
+
+const USER_COLUMNS = ['id', 'email', 'name', 'role', 'active', 'createdAt', 'updatedAt'] as const;
+
+export async function findUserById(db: Kysely<Database>, id: string): Promise<UserRecord | null> {
+  const row = await db.selectFrom('users').select(USER_COLUMNS).where('id', '=', id).executeTakeFirst();
+  return row ? toUserRecord({ ...row, passwordHash: '' }) : null;
+}
+
+export async function findUserCredentials(
+  db: Kysely<Database>,
+  email: string,
+): Promise<(UserRecord & { passwordHash: string }) | null> {
+  const row = await db.selectFrom('users').selectAll().where('email', '=', email).executeTakeFirst();
+  return row ? { ...toUserRecord(row), passwordHash: row.passwordHash } : null;
+}
+
+export async function insertUser(
+  db: Kysely<Database>,
+  user: Omit<UserRecord, 'createdAt' | 'updatedAt'> & { passwordHash: string },
+  now: string,
+): Promise<UserRecord> {
+  const row = { ...user, createdAt: now, updatedAt: now };
+  await db.insertInto('users').values(row).execute();
+  return toUserRecord(row);
+}

@@ -1,0 +1,13 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    environment: 'node',
+    testTimeout: 20000,
+    hookTimeout: 30000,
+    pool: 'forks',
+    maxWorkers: 2,
+    env: { NODE_ENV: 'test' },
+  },
+});
