@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 
 let lastMillis = 0;
-let lastRandom = Buffer.alloc(10);
+let lastRandom: Buffer = Buffer.alloc(10);
 
 /**
  * Opaque, time-ordered identifiers (48-bit millisecond clock + 80 random bits, hex). Monotonic within

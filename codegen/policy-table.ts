@@ -1,0 +1,79 @@
+import type { Condition, PolicyTable, ResourcePolicy } from '../src/policy/table.js';
+import type { PolicySource } from './access-rule.js';
+import { deref, type OpenApiDocument } from './json-schema.js';
+import type { Problems } from './problems.js';
+
+const FILE = 'policy.yaml';
+
+/** Validates policy.yaml against itself and the contract's schemas, and normalises its resources. */
+export function compileResources(raw: PolicySource, doc: OpenApiDocument, problems: Problems): PolicyTable['resources'] {
+  for (const [role, def] of Object.entries(raw.roles ?? {})) {
+    for (const permission of def.permissions ?? []) {
+      if (!(permission in (raw.permissions ?? {}))) problems.add(FILE, `roles.${role}`, `permission "${permission}" is not declared`);
+    }
+  }
+  const roleNames = Object.keys(raw.roles ?? {});
+  const resources: PolicyTable['resources'] = {};
+  for (const [type, def] of Object.entries(raw.resources ?? {})) {
+    const where = `resources.${type}`;
+    const schema = deref(doc, doc.components?.schemas?.[def.schema]);
+    const fields = new Set(Object.keys(schema?.properties ?? {}));
+    if (!schema) problems.add(FILE, where, `schema "${def.schema}" is not in openapi.yaml components.schemas`);
+    const checkField = (field: string, at: string) => {
+      if (schema && !fields.has(field)) problems.add(FILE, at, `field "${field}" is not a property of ${def.schema}`);
+    };
+    if (def.owner) checkField(def.owner, `${where}.owner`);
+    const rules: ResourcePolicy['rules'] = {};
+    for (const [action, conditions] of Object.entries(def.rules ?? {})) {
+      if (!['read', 'update', 'delete'].includes(action)) problems.add(FILE, `${where}.rules.${action}`, 'unknown action');
+      if (!Array.isArray(conditions) || conditions.length === 0) {
+        problems.add(FILE, `${where}.rules.${action}`, 'must be a non-empty list of conditions');
+        continue;
+      }
+      rules[action as keyof ResourcePolicy['rules']] = conditions.map((c, i) =>
+        checkCondition(c, `${where}.rules.${action}[${i}]`, def.owner ?? null, roleNames, raw, checkField, problems),
+      );
+    }
+    const protectedFields: Record<string, string[]> = {};
+    for (const [field, roles] of Object.entries(def.protectedFields ?? {})) {
+      checkField(field, `${where}.protectedFields.${field}`);
+      for (const role of roles) if (!roleNames.includes(role)) problems.add(FILE, `${where}.protectedFields.${field}`, `unknown role "${role}"`);
+      protectedFields[field] = roles;
+    }
+    resources[type] = { schema: def.schema, owner: def.owner ?? null, rules, protectedFields };
+  }
+  return resources;
+}
+
+function checkCondition(
+  condition: unknown,
+  where: string,
+  owner: string | null,
+  roleNames: string[],
+  raw: PolicySource,
+  checkField: (field: string, at: string) => void,
+  problems: Problems,
+): Condition {
+  if (condition === 'owner') {
+    if (!owner) problems.add(FILE, where, '"owner" needs the resource to declare an owner field');
+    return 'owner';
+  }
+  if (condition && typeof condition === 'object') {
+    const c = condition as Record<string, unknown>;
+    if (typeof c.field === 'string' && 'equals' in c && Object.keys(c).length === 2) {
+      checkField(c.field, where);
+      return { field: c.field, equals: c.equals as string | number | boolean };
+    }
+    if (Array.isArray(c.role) && Object.keys(c).length === 1) {
+      for (const role of c.role) if (!roleNames.includes(String(role))) problems.add(FILE, where, `unknown role "${String(role)}"`);
+      return { role: c.role.map(String) };
+    }
+    if (typeof c.parent === 'string' && typeof c.via === 'string' && Object.keys(c).length === 2) {
+      if (!raw.resources?.[c.parent]) problems.add(FILE, where, `parent resource "${c.parent}" is not declared`);
+      checkField(c.via, where);
+      return { parent: c.parent, via: c.via };
+    }
+  }
+  problems.add(FILE, where, `unknown condition ${JSON.stringify(condition)} (use owner, {field, equals}, {role}, {parent, via})`);
+  return { role: [] };
+}

@@ -1,0 +1,127 @@
+import type { HttpMethod, JsonSchema, RouteDefinition } from '../src/rest/route-definition.js';
+import { checkAccess, type PolicySource } from './access-rule.js';
+import { deref, toRuntimeSchema, type OpenApiDocument } from './json-schema.js';
+import type { Problems } from './problems.js';
+
+const METHODS: HttpMethod[] = ['GET', 'POST', 'PUT', 'DELETE'];
+const VERSION_PREFIX = /^\/v1(?=\/|$)/;
+
+/** Compiles every operation of openapi.yaml into a route definition. */
+export function compileRoutes(
+  doc: OpenApiDocument,
+  scopes: Record<string, string>,
+  policy: PolicySource,
+  problems: Problems,
+): RouteDefinition[] {
+  const file = 'openapi.yaml';
+  const routes: RouteDefinition[] = [];
+  const seen = new Set<string>();
+  for (const [path, pathItem] of Object.entries<any>(doc.paths ?? {})) {
+    if (!VERSION_PREFIX.test(path)) problems.add(file, path, 'paths must start with /v1');
+    for (const method of Object.keys(pathItem)) {
+      if (['parameters', 'summary', 'description', 'servers'].includes(method) || method.startsWith('x-')) continue;
+      if (!METHODS.includes(method.toUpperCase() as HttpMethod)) {
+        problems.add(file, `${method.toUpperCase()} ${path}`, `method not supported (use ${METHODS.join(', ')})`);
+      }
+    }
+    for (const method of METHODS) {
+      const op = pathItem[method.toLowerCase()];
+      if (!op) continue;
+      const where = `${method} ${path} (${op.operationId ?? 'no operationId'})`;
+      if (typeof op.operationId !== 'string') {
+        problems.add(file, where, 'has no operationId');
+        continue;
+      }
+      if (seen.has(op.operationId)) problems.add(file, where, 'operationId is not unique');
+      seen.add(op.operationId);
+      routes.push(compileOperation(doc, path, method, op, pathItem.parameters ?? [], { file, where, scopes, policy, problems }));
+    }
+  }
+  return routes;
+}
+
+interface Ctx {
+  file: string;
+  where: string;
+  scopes: Record<string, string>;
+  policy: PolicySource;
+  problems: Problems;
+}
+
+function compileOperation(doc: OpenApiDocument, path: string, method: HttpMethod, op: any, shared: any[], ctx: Ctx): RouteDefinition {
+  const parameters = [...shared, ...(op.parameters ?? [])].map((p) => deref(doc, p));
+  const byLocation = (location: string) => parameters.filter((p) => p.in === location);
+
+  const schema: RouteDefinition['schema'] = { response: {} };
+  const pathParams = byLocation('path');
+  if (pathParams.length > 0) schema.params = objectSchema(doc, pathParams, false, true);
+  const query = byLocation('query');
+  if (query.length > 0) schema.querystring = objectSchema(doc, query, false);
+  const headers = byLocation('header');
+  if (headers.length > 0) schema.headers = objectSchema(doc, headers, true);
+
+  const body = op.requestBody ? deref(doc, op.requestBody) : null;
+  if (body) {
+    const json = body.content?.['application/json'];
+    if (!json?.schema) ctx.problems.add(ctx.file, ctx.where, 'request body must be application/json with a schema');
+    else schema.body = toRuntimeSchema(doc, json.schema);
+  }
+
+  let successStatus = 0;
+  let successMediaType: string | null = null;
+  for (const [status, rawResponse] of Object.entries<any>(op.responses ?? {})) {
+    const response = deref(doc, rawResponse);
+    const [mediaType, content] = Object.entries<any>(response.content ?? {})[0] ?? [null, null];
+    if (/^2\d\d$/.test(status) && successStatus === 0) {
+      successStatus = Number(status);
+      successMediaType = mediaType;
+    }
+    if (content?.schema) schema.response[status] = toRuntimeSchema(doc, content.schema);
+  }
+  if (successStatus === 0) ctx.problems.add(ctx.file, ctx.where, 'declares no 2xx response');
+
+  const expandParam = query.find((p) => p.name === 'expand');
+  const expand: string[] = expandParam ? (deref(doc, expandParam.schema)?.items?.enum ?? []) : [];
+
+  const access = checkAccess(
+    { ...ctx, idParams: pathParams.map((p) => p.name) },
+    `rest:${op.operationId}`,
+    {
+      public: op['x-public'],
+      authenticated: op['x-authenticated'],
+      scopes: op['x-scopes'],
+      permission: op['x-permission'],
+      resource: op['x-resource'],
+      deprecated: op.deprecated,
+    },
+  );
+
+  return {
+    operationId: op.operationId,
+    method,
+    path,
+    unversionedUrl: path.replace(VERSION_PREFIX, '').replace(/\{([^}]+)\}/g, ':$1') || '/',
+    tag: op.tags?.[0] ?? 'default',
+    summary: op.summary ?? '',
+    deprecated: op.deprecated === true,
+    sunset: typeof op['x-sunset'] === 'string' ? op['x-sunset'] : null,
+    successStatus,
+    successMediaType,
+    expand,
+    schema,
+    access,
+  };
+}
+
+function objectSchema(doc: OpenApiDocument, params: any[], headers: boolean, allRequired = false): JsonSchema {
+  const properties: Record<string, JsonSchema> = {};
+  const required: string[] = [];
+  for (const p of params) {
+    const name = headers ? String(p.name).toLowerCase() : String(p.name);
+    properties[name] = toRuntimeSchema(doc, p.schema ?? {});
+    if (p.required || allRequired) required.push(name);
+  }
+  // Unknown query parameters are errors (no silent mass assignment through the query string either);
+  // headers are open because clients and proxies send many.
+  return { type: 'object', properties, required, additionalProperties: headers };
+}

@@ -1,0 +1,146 @@
+import Fastify, { type FastifyInstance } from 'fastify';
+import fs from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { policy } from '../generated/policy.js';
+import { routes } from '../generated/routes.js';
+import { bootstrapIfEmpty, type BootstrapResult } from './bootstrap/first-start.js';
+import type { Config } from './config/config.js';
+import { ApiError } from './errors/registry.js';
+import { renderRestError } from './errors/rest-renderer.js';
+import { RateLimiter } from './limits/rate-limit.js';
+import { KeyStore } from './oauth/keys/key-store.js';
+import { registerOAuth } from './oauth/routes.js';
+import { TokenService } from './oauth/tokens/token-service.js';
+import type { OperationDeps } from './operations/types.js';
+import { AuditLog } from './pipeline/audit-log.js';
+import { SubjectDirectory } from './pipeline/subject-directory.js';
+import { allowedMethodsFinder } from './rest/method-not-allowed.js';
+import { registerRest } from './rest/plugin.js';
+import { openDb, type Db } from './storage/dialect.js';
+import { migrateToLatest } from './storage/migrate.js';
+
+export interface App {
+  fastify: FastifyInstance;
+  db: Db;
+  tokens: TokenService;
+  keys: KeyStore;
+  audit: AuditLog;
+  bootstrap: BootstrapResult | null;
+  close(): Promise<void>;
+}
+
+export interface BuildOptions {
+  /** Use this database instead of opening one from the configuration (tests). */
+  db?: Db;
+}
+
+const PUBLISHED_SPEC = new URL('../generated/openapi.json', import.meta.url);
+const GRAPHQL_SDL = new URL('../schema.graphql', import.meta.url);
+
+/** Wiring only: storage, token service, policy, the REST pipeline, the authorization server, health. */
+export async function buildApp(config: Config, options: BuildOptions = {}): Promise<App> {
+  const fastify = Fastify({
+    logger: {
+      level: config.logLevel,
+      // Secrets never reach the log: no Authorization header, cookies or bodies are logged.
+      redact: ['req.headers.authorization', 'req.headers.cookie', 'res.headers["set-cookie"]'],
+    },
+    bodyLimit: config.http.bodyLimit,
+    trustProxy: config.http.trustProxy,
+    genReqId: () => randomUUID(),
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+  });
+  for (const name of config.developmentDefaults) {
+    fastify.log.warn(`${name} is not set: using a development-only default (refused when NODE_ENV=production)`);
+  }
+
+  const db = options.db ?? (await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }));
+  await migrateToLatest(db);
+  const apiScopes = Object.keys(policy.scopes);
+  const bootstrap = await bootstrapIfEmpty(db, config, apiScopes);
+  if (bootstrap) fastify.log.info({ file: bootstrap.file, clientId: bootstrap.clientId }, 'bootstrap.created');
+
+  const keys = await KeyStore.open(db, config);
+  const tokens = new TokenService({ db, config, keys });
+  const subjects = new SubjectDirectory(db.kysely);
+  const audit = new AuditLog(db.kysely, fastify.log);
+
+  const published = JSON.parse(fs.readFileSync(PUBLISHED_SPEC, 'utf8')) as Record<string, unknown>;
+  published.servers = [{ url: config.issuer, description: 'This server' }];
+  const operations: OperationDeps = {
+    db: db.kysely,
+    policy,
+    publishedSpec: JSON.stringify(published),
+    graphqlSdl: fs.readFileSync(GRAPHQL_SDL, 'utf8'),
+    invalidateSubject(subject) {
+      subjects.forget(subject);
+      tokens.evictSubject(subject, 'user');
+      tokens.evictSubject(subject, 'client');
+    },
+  };
+
+  fastify.addHook('onSend', async (request, reply, payload) => {
+    reply.header('x-request-id', request.id);
+    reply.header('x-content-type-options', 'nosniff');
+    return payload;
+  });
+
+  await registerRest(fastify, {
+    routes,
+    audit,
+    config,
+    policy,
+    tokens,
+    subjects,
+    limiter: new RateLimiter(config.rateLimit.windowSeconds),
+    operations,
+  });
+  await registerOAuth(fastify, { db, config, keys, tokens, scopes: apiScopes });
+
+  fastify.get('/healthz', async (_request, reply) => reply.header('cache-control', 'no-store').send({ status: 'ok' }));
+  fastify.get('/readyz', async (_request, reply) => {
+    try {
+      await db.ping();
+      return reply.header('cache-control', 'no-store').send({ status: 'ready' });
+    } catch {
+      const rendered = renderRestError(new ApiError('UNAVAILABLE', 'The database is not reachable.'));
+      return reply.code(rendered.status).header('cache-control', 'no-store').send(rendered.body);
+    }
+  });
+
+  const allowedMethods = allowedMethodsFinder(routes);
+  fastify.setNotFoundHandler(async (request, reply) => {
+    const allow = allowedMethods(request.url.split('?', 1)[0]!);
+    const error =
+      allow.length > 0
+        ? new ApiError('METHOD_NOT_ALLOWED', `${request.method} is not allowed here; use ${allow.join(', ')}.`, {
+            headers: { allow: allow.join(', ') },
+          })
+        : new ApiError('NOT_FOUND', 'There is no such endpoint.');
+    const rendered = renderRestError(error);
+    return reply.code(rendered.status).headers(rendered.headers).header('cache-control', 'no-store').send(rendered.body);
+  });
+  fastify.setErrorHandler(async (error, request, reply) => {
+    const rendered = renderRestError(error);
+    if (rendered.status >= 500) request.log.error({ err: error }, 'request failed');
+    return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
+  });
+
+  await fastify.ready();
+  return {
+    fastify,
+    db,
+    tokens,
+    keys,
+    audit,
+    bootstrap,
+    async close() {
+      // Stop taking requests and drain in-flight ones, then flush the audit log, then the database.
+      await fastify.close();
+      await audit.close();
+      if (!options.db) await db.close();
+    },
+  };
+}

@@ -1,0 +1,56 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Config } from '../config/config.js';
+import { renderOAuthError } from '../errors/oauth-renderer.js';
+import type { Db } from '../storage/dialect.js';
+import { registerDiscovery } from './endpoints/discovery.js';
+import { registerJwks } from './endpoints/jwks.js';
+import { registerTokenEndpoint } from './endpoints/token.js';
+import type { KeyStore } from './keys/key-store.js';
+import { OAuthError } from './oauth-error.js';
+import type { TokenService } from './tokens/token-service.js';
+
+export interface OAuthDeps {
+  db: Db;
+  config: Config;
+  keys: KeyStore;
+  tokens: TokenService;
+  /** The scope catalogue, published as `scopes_supported`. */
+  scopes: readonly string[];
+}
+
+/**
+ * The authorization server's HTTP surface, in its own encapsulated scope: the form body parser and the
+ * RFC 6749 error rendering apply here only; the REST API elsewhere keeps accepting JSON alone.
+ */
+export async function registerOAuth(app: FastifyInstance, deps: OAuthDeps): Promise<void> {
+  await app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    // RFC 6749 Appendix B: UTF-8 form encoding. URLSearchParams keeps repeated names visible.
+    scope.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_request, body, done) => {
+      done(null, new URLSearchParams(body as string));
+    });
+    scope.setErrorHandler(sendOAuthError);
+    registerTokenEndpoint(scope, deps);
+    registerDiscovery(scope, deps);
+    registerJwks(scope, deps);
+  });
+}
+
+function sendOAuthError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const rendered = renderOAuthError(fromFastifyError(error));
+  if (rendered.status >= 500) request.log.error({ err: error }, 'OAuth endpoint failed');
+  return reply.status(rendered.status).headers(rendered.headers).send(rendered.body);
+}
+
+/** Fastify's own 4xx errors (unsupported media type, body too large, bad body) are malformed requests. */
+function fromFastifyError(error: FastifyError): unknown {
+  const fromFastify = typeof error.code === 'string' && error.code.startsWith('FST_');
+  if (error instanceof OAuthError || !fromFastify || typeof error.statusCode !== 'number' || error.statusCode >= 500) return error;
+  const description =
+    error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE'
+      ? 'The request body must be application/x-www-form-urlencoded.'
+      : error.code === 'FST_ERR_CTP_BODY_TOO_LARGE'
+        ? 'The request body is too large.'
+        : 'The request is malformed.';
+  return new OAuthError('invalid_request', description);
+}

@@ -1,0 +1,25 @@
+import type { Kysely, Selectable } from 'kysely';
+import type { AccessTokensTable, Database } from '../../storage/schema.js';
+
+/**
+ * Rows of `access_tokens`: one per issued token of either format. JWTs are self-contained, but the row
+ * is what makes revocation possible and lets `/v1/oauth` and introspection describe a token.
+ */
+export type AccessTokenRow = Selectable<AccessTokensTable>;
+
+export async function insertAccessToken(db: Kysely<Database>, row: AccessTokenRow): Promise<void> {
+  await db.insertInto('accessTokens').values(row).execute();
+}
+
+export async function findAccessTokenByJti(db: Kysely<Database>, jti: string): Promise<AccessTokenRow | null> {
+  return (await db.selectFrom('accessTokens').selectAll().where('jti', '=', jti).executeTakeFirst()) ?? null;
+}
+
+/** Opaque tokens are found by the SHA-256 digest of the presented value (an indexed, unique column). */
+export async function findAccessTokenByHash(db: Kysely<Database>, tokenHash: string): Promise<AccessTokenRow | null> {
+  return (await db.selectFrom('accessTokens').selectAll().where('tokenHash', '=', tokenHash).executeTakeFirst()) ?? null;
+}
+
+export async function markAccessTokenRevoked(db: Kysely<Database>, jti: string, revokedAt: string): Promise<void> {
+  await db.updateTable('accessTokens').set({ revokedAt }).where('jti', '=', jti).where('revokedAt', 'is', null).execute();
+}

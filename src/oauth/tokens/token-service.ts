@@ -1,0 +1,193 @@
+import type { Config } from '../../config/config.js';
+import type { ClientRecord } from '../../storage/clients.js';
+import type { Db } from '../../storage/dialect.js';
+import { newId } from '../../storage/ids.js';
+import type { KeyStore } from '../keys/key-store.js';
+import { digestSecret, generateSecret } from '../secrets.js';
+import {
+  findAccessTokenByHash,
+  findAccessTokenByJti,
+  insertAccessToken,
+  markAccessTokenRevoked,
+  type AccessTokenRow,
+} from './access-token-records.js';
+import { InvalidTokenError } from './invalid-token-error.js';
+import { signJwtAccessToken, verifyJwtAccessToken } from './jwt-access-token.js';
+import { clampAccessTokenTtl } from './lifetime.js';
+import { VerifiedTokenCache } from './verified-token-cache.js';
+import type { SubjectType, VerifiedToken } from './verified-token.js';
+
+export interface IssueAccessTokenInput {
+  client: ClientRecord;
+  subject: string;
+  subjectType: SubjectType;
+  scopes: string[];
+  grantType: string;
+}
+
+export interface IssuedAccessToken {
+  accessToken: string;
+  tokenType: 'Bearer';
+  expiresIn: number;
+  /** Space-separated, as RFC 6749 §3.3 spells a scope. */
+  scope: string;
+  jti: string;
+}
+
+export interface TokenServiceOptions {
+  db: Db;
+  config: Config;
+  keys: KeyStore;
+  /** Milliseconds since the epoch; tests move time. */
+  clock?: () => number;
+}
+
+/** 32 random bytes, base64url without padding: the only shape an opaque token can have. */
+const OPAQUE_TOKEN = /^[A-Za-z0-9_-]{43}$/;
+
+/**
+ * Issues and verifies access tokens of both formats. Every token has an `access_tokens` row, so a JWT can
+ * be revoked too; verified tokens are cached so that a hot token costs neither a signature check nor a
+ * database read, and revocation evicts from that cache.
+ */
+export class TokenService {
+  readonly #db: Db;
+  readonly #config: Config;
+  readonly #keys: KeyStore;
+  readonly #clock: () => number;
+  readonly #cache: VerifiedTokenCache;
+  /** Concurrent verifications of the same uncached token share one signature check and one read. */
+  readonly #inFlight = new Map<string, Promise<VerifiedToken>>();
+
+  constructor(options: TokenServiceOptions) {
+    this.#db = options.db;
+    this.#config = options.config;
+    this.#keys = options.keys;
+    this.#clock = options.clock ?? Date.now;
+    this.#cache = new VerifiedTokenCache(options.config.tokens.cacheSize, this.#clock);
+  }
+
+  async issueAccessToken(input: IssueAccessTokenInput): Promise<IssuedAccessToken> {
+    const { client, subject, subjectType, grantType } = input;
+    const scope = [...new Set(input.scopes)].join(' ');
+    const expiresIn = clampAccessTokenTtl(client.accessTokenTtl);
+    const iat = Math.floor(this.#clock() / 1000);
+    const exp = iat + expiresIn;
+    const jti = newId();
+    let accessToken: string;
+    let tokenHash: string | null = null;
+    if (client.accessTokenFormat === 'jwt') {
+      const key = await this.#keys.signingKey();
+      const issuer = this.#config.issuer;
+      accessToken = await signJwtAccessToken({ iss: issuer, aud: issuer, sub: subject, client_id: client.clientId, jti, scope, iat, exp }, key);
+    } else {
+      accessToken = generateSecret();
+      tokenHash = digestSecret(accessToken);
+    }
+    await insertAccessToken(this.#db.kysely, {
+      jti,
+      tokenHash,
+      format: client.accessTokenFormat,
+      clientId: client.clientId,
+      subject,
+      subjectType,
+      scopes: scope,
+      grantType,
+      issuedAt: toIso(iat),
+      expiresAt: toIso(exp),
+      revokedAt: null,
+    });
+    return { accessToken, tokenType: 'Bearer', expiresIn, scope, jti };
+  }
+
+  /** Resolves to the token's record or rejects with InvalidTokenError; storage failures propagate as they are. */
+  verifyAccessToken(token: string): Promise<VerifiedToken> {
+    // Checked before anything else, so an oversized header costs no parsing and no lookup.
+    if (token.length > this.#config.tokens.maxTokenLength) return Promise.reject(new InvalidTokenError('too long'));
+    const cached = this.#cache.get(token);
+    if (cached) return Promise.resolve(cached);
+    let pending = this.#inFlight.get(token);
+    if (!pending) {
+      pending = this.#verifyUncached(token).finally(() => this.#inFlight.delete(token));
+      this.#inFlight.set(token, pending);
+    }
+    return pending;
+  }
+
+  /** Marks the token revoked (every instance reads the row on a cache miss) and evicts it here. */
+  async revokeToken(jti: string): Promise<void> {
+    await markAccessTokenRevoked(this.#db.kysely, jti, new Date(this.#clock()).toISOString());
+    this.#cache.evictJti(jti);
+  }
+
+  /** For a revocation announced by another instance: the row is already marked. */
+  evictJti(jti: string): void {
+    this.#cache.evictJti(jti);
+  }
+
+  /** Drops cached tokens the predicate selects (they are verified against the database again). */
+  evictWhere(predicate: (token: VerifiedToken) => boolean): number {
+    return this.#cache.evictWhere(predicate);
+  }
+
+  /** E.g. a deactivated user: that user's cached tokens stop being served at once. */
+  evictSubject(subject: string, subjectType: SubjectType = 'user'): number {
+    return this.#cache.evictWhere((token) => token.subject === subject && token.subjectType === subjectType);
+  }
+
+  async #verifyUncached(token: string): Promise<VerifiedToken> {
+    const generation = this.#cache.generation;
+    const now = this.#clock();
+    const verified = token.includes('.') ? await this.#verifyJwt(token, now) : await this.#verifyOpaque(token, now);
+    // An eviction that happened while this verification read the row may have been about this token.
+    if (this.#cache.generation === generation && now < verified.expiresAt * 1000) this.#cache.set(token, verified);
+    return verified;
+  }
+
+  async #verifyJwt(token: string, now: number): Promise<VerifiedToken> {
+    const { issuer, tokens } = this.#config;
+    const claims = await verifyJwtAccessToken(token, { keys: this.#keys, issuer, clockSkew: tokens.clockSkew, now });
+    const row = await findAccessTokenByJti(this.#db.kysely, claims.jti);
+    if (!row) throw new InvalidTokenError('no record');
+    if (row.format !== 'jwt' || row.clientId !== claims.client_id || row.subject !== claims.sub || row.scopes !== claims.scope) {
+      throw new InvalidTokenError('record mismatch');
+    }
+    if (row.revokedAt !== null) throw new InvalidTokenError('revoked');
+    return toVerifiedToken(row, claims.iat, claims.exp);
+  }
+
+  async #verifyOpaque(token: string, now: number): Promise<VerifiedToken> {
+    if (!OPAQUE_TOKEN.test(token)) throw new InvalidTokenError('malformed');
+    const row = await findAccessTokenByHash(this.#db.kysely, digestSecret(token));
+    if (!row || row.format !== 'opaque') throw new InvalidTokenError('unknown');
+    if (row.revokedAt !== null) throw new InvalidTokenError('revoked');
+    const issuedAt = toEpoch(row.issuedAt);
+    const expiresAt = toEpoch(row.expiresAt);
+    // The same skew as for JWTs: the expiry was computed on whichever instance issued the token.
+    if (now >= (expiresAt + this.#config.tokens.clockSkew) * 1000) throw new InvalidTokenError('expired');
+    return toVerifiedToken(row, issuedAt, expiresAt);
+  }
+}
+
+function toVerifiedToken(row: AccessTokenRow, issuedAt: number, expiresAt: number): VerifiedToken {
+  const scopes = Object.freeze(row.scopes.split(' ').filter((scope) => scope !== '')) as string[];
+  return Object.freeze({
+    jti: row.jti,
+    format: row.format as VerifiedToken['format'],
+    clientId: row.clientId,
+    subject: row.subject,
+    subjectType: row.subjectType as SubjectType,
+    scopes,
+    grantType: row.grantType,
+    issuedAt,
+    expiresAt,
+  });
+}
+
+function toIso(epochSeconds: number): string {
+  return new Date(epochSeconds * 1000).toISOString();
+}
+
+function toEpoch(iso: string): number {
+  return Math.floor(Date.parse(iso) / 1000);
+}

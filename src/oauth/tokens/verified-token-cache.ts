@@ -1,0 +1,76 @@
+import type { VerifiedToken } from './verified-token.js';
+
+/**
+ * A bounded LRU of verified tokens, keyed by the token string. A hit costs no signature check and no
+ * database read; an entry is dropped at the token's expiry. Revocation and deactivation evict entries
+ * explicitly, and `generation` lets a verification that raced with an eviction skip caching its result.
+ */
+export class VerifiedTokenCache {
+  readonly #entries = new Map<string, VerifiedToken>();
+  readonly #byJti = new Map<string, string>();
+  #generation = 0;
+
+  constructor(
+    readonly capacity: number,
+    private readonly clock: () => number,
+  ) {}
+
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  /** Bumped by every eviction; compare before and after a verification. */
+  get generation(): number {
+    return this.#generation;
+  }
+
+  get(token: string): VerifiedToken | null {
+    const entry = this.#entries.get(token);
+    if (!entry) return null;
+    if (this.clock() >= entry.expiresAt * 1000) {
+      this.#delete(token, entry);
+      return null;
+    }
+    // Map iteration order is insertion order: re-inserting makes this the most recently used entry.
+    this.#entries.delete(token);
+    this.#entries.set(token, entry);
+    return entry;
+  }
+
+  set(token: string, verified: VerifiedToken): void {
+    if (this.capacity <= 0) return;
+    this.#entries.delete(token);
+    this.#entries.set(token, verified);
+    this.#byJti.set(verified.jti, token);
+    while (this.#entries.size > this.capacity) {
+      const oldest = this.#entries.entries().next().value;
+      if (!oldest) break;
+      this.#delete(oldest[0], oldest[1]);
+    }
+  }
+
+  evictJti(jti: string): void {
+    this.#generation++;
+    const token = this.#byJti.get(jti);
+    const entry = token === undefined ? undefined : this.#entries.get(token);
+    if (token !== undefined && entry) this.#delete(token, entry);
+  }
+
+  /** Drops every entry the predicate selects; returns how many. */
+  evictWhere(predicate: (token: VerifiedToken) => boolean): number {
+    this.#generation++;
+    let evicted = 0;
+    for (const [token, entry] of this.#entries) {
+      if (predicate(entry)) {
+        this.#delete(token, entry);
+        evicted++;
+      }
+    }
+    return evicted;
+  }
+
+  #delete(token: string, entry: VerifiedToken): void {
+    this.#entries.delete(token);
+    if (this.#byJti.get(entry.jti) === token) this.#byJti.delete(entry.jti);
+  }
+}

@@ -1,0 +1,16 @@
+import type { TokenFormat } from '../../storage/clients.js';
+
+export type SubjectType = 'user' | 'client';
+
+/** An access token as the server sees it after verification. Times are epoch seconds. */
+export interface VerifiedToken {
+  jti: string;
+  format: TokenFormat;
+  clientId: string;
+  subject: string;
+  subjectType: SubjectType;
+  scopes: string[];
+  grantType: string;
+  issuedAt: number;
+  expiresAt: number;
+}

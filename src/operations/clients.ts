@@ -1,0 +1,122 @@
+import { ApiError, type ErrorDetail } from '../errors/registry.js';
+import { digestSecret, generateSecret } from '../oauth/secrets.js';
+import type { PolicyTable } from '../policy/table.js';
+import { clientRow } from '../storage/clients.js';
+import { newId, nowIso } from '../storage/ids.js';
+import { isUniqueViolation } from '../storage/unique-violation.js';
+import { listReadable, pageBody, pageRequest } from './resources.js';
+import type { Handler } from './types.js';
+
+interface ClientSettings {
+  type: string;
+  redirectUris: string[];
+  grantTypes: string[];
+  scopes: string[];
+  role: string;
+}
+
+/** Rules a registration must satisfy beyond its schema (RFC 6749 §2, RFC 8252 §7.3, RFC 9700 §2.1). */
+function checkClientSettings(policy: PolicyTable, settings: ClientSettings): void {
+  const details: ErrorDetail[] = [];
+  settings.scopes.forEach((scope, i) => {
+    if (!(scope in policy.scopes)) details.push({ path: `/scopes/${i}`, message: `unknown scope "${scope}"` });
+  });
+  if (!(settings.role in policy.roles)) details.push({ path: '/role', message: `unknown role "${settings.role}"` });
+  if (settings.type === 'public' && settings.grantTypes.includes('client_credentials')) {
+    details.push({ path: '/grantTypes', message: 'a public client cannot use client_credentials' });
+  }
+  if (settings.grantTypes.includes('authorization_code') && settings.redirectUris.length === 0) {
+    details.push({ path: '/redirectUris', message: 'authorization_code needs at least one redirect URI' });
+  }
+  settings.redirectUris.forEach((uri, i) => {
+    let url: URL | null = null;
+    try {
+      url = new URL(uri);
+    } catch {
+      // reported below
+    }
+    const loopback = url !== null && url.protocol === 'http:' && ['127.0.0.1', '[::1]', 'localhost'].includes(url.hostname);
+    if (url === null || url.hash !== '' || !(url.protocol === 'https:' || loopback || !/^https?:$/.test(url.protocol))) {
+      details.push({ path: `/redirectUris/${i}`, message: 'must be an absolute https (or loopback http) URI without a fragment' });
+    }
+  });
+  if (details.length > 0) throw new ApiError('VALIDATION_FAILED', 'The client registration is not valid.', { details });
+}
+
+export const listClients: Handler<'listClients'> = async ({ query }, { principal, deps }) => {
+  const page = await listReadable(deps, principal, 'client', [], pageRequest(query));
+  return { status: 200, body: pageBody(page.rows, page, query.limit ?? 20) as never };
+};
+
+export const getClient: Handler<'getClient'> = async (_input, { resource }) => ({ status: 200, body: resource as never });
+
+export const createClient: Handler<'createClient'> = async ({ body }, { deps }) => {
+  checkClientSettings(deps.policy, body);
+  // A confidential client's secret is shown once, here; only its SHA-256 digest is stored.
+  const secret = body.type === 'confidential' ? generateSecret() : null;
+  const now = nowIso();
+  const client = {
+    id: newId(),
+    clientId: body.clientId ?? `client-${newId()}`,
+    name: body.name,
+    type: body.type,
+    secretHash: secret === null ? null : digestSecret(secret),
+    redirectUris: body.redirectUris,
+    grantTypes: body.grantTypes,
+    scopes: body.scopes,
+    role: body.role,
+    accessTokenFormat: body.accessTokenFormat ?? 'jwt',
+    accessTokenTtl: body.accessTokenTtl ?? 600,
+    firstParty: body.firstParty ?? false,
+    legacy: body.legacy ?? false,
+  } as const;
+  try {
+    await deps.db.insertInto('clients').values(clientRow(client as never, now, now)).execute();
+  } catch (error) {
+    if (isUniqueViolation(error)) throw new ApiError('CONFLICT', 'A client with this clientId already exists.');
+    throw error;
+  }
+  const { secretHash: _digest, ...view } = client;
+  return {
+    status: 201,
+    body: { ...view, createdAt: now, ...(secret === null ? {} : { clientSecret: secret }) } as never,
+    headers: { location: `/v1/clients/${client.id}` },
+  };
+};
+
+export const replaceClient: Handler<'replaceClient'> = async ({ body }, { resource, deps }) => {
+  checkClientSettings(deps.policy, body);
+  const current = resource!;
+  if (body.type !== current.type) {
+    throw new ApiError('VALIDATION_FAILED', 'A client type cannot change.', { details: [{ path: '/type', message: 'is immutable' }] });
+  }
+  const updatedAt = nowIso();
+  await deps.db
+    .updateTable('clients')
+    .set({
+      name: body.name,
+      redirectUris: JSON.stringify(body.redirectUris),
+      grantTypes: JSON.stringify(body.grantTypes),
+      scopes: JSON.stringify(body.scopes),
+      role: body.role,
+      accessTokenFormat: body.accessTokenFormat,
+      accessTokenTtl: body.accessTokenTtl,
+      firstParty: body.firstParty,
+      legacy: body.legacy,
+      updatedAt,
+    })
+    .where('id', '=', String(current.id))
+    .execute();
+  deps.invalidateSubject(String(current.clientId));
+  return { status: 200, body: { ...current, ...body, type: current.type, updatedAt } as never };
+};
+
+export const deleteClient: Handler<'deleteClient'> = async (_input, { resource, deps }) => {
+  const clientId = String(resource!.clientId);
+  await deps.db.transaction().execute(async (trx) => {
+    await trx.updateTable('accessTokens').set({ revokedAt: nowIso() }).where('clientId', '=', clientId).execute();
+    await trx.deleteFrom('clients').where('id', '=', String(resource!.id)).execute();
+  });
+  deps.invalidateSubject(clientId);
+  return { status: 204, body: undefined as never };
+};

@@ -1,0 +1,35 @@
+import * as clients from './clients.js';
+import * as comments from './comments.js';
+import * as meta from './meta.js';
+import * as posts from './posts.js';
+import type { OperationHandlers } from './types.js';
+import * as users from './users.js';
+
+/** operationId -> handler. Typed from the contract: a missing handler fails the typecheck. */
+export const handlers: OperationHandlers = {
+  listUsers: users.listUsers,
+  createUser: users.createUser,
+  getUser: users.getUser,
+  replaceUser: users.replaceUser,
+  deleteUser: users.deleteUser,
+  listUserPosts: posts.listUserPosts,
+  listPosts: posts.listPosts,
+  createPost: posts.createPost,
+  getPost: posts.getPost,
+  replacePost: posts.replacePost,
+  deletePost: posts.deletePost,
+  listPostComments: comments.listPostComments,
+  createComment: comments.createComment,
+  getComment: comments.getComment,
+  replaceComment: comments.replaceComment,
+  deleteComment: comments.deleteComment,
+  listClients: clients.listClients,
+  createClient: clients.createClient,
+  getClient: clients.getClient,
+  replaceClient: clients.replaceClient,
+  deleteClient: clients.deleteClient,
+  getRestContract: meta.getRestContract,
+  getGraphqlSchema: meta.getGraphqlSchema,
+  getAuthorization: meta.getAuthorization,
+  getTokenInfo: meta.getTokenInfo,
+};

@@ -1,0 +1,62 @@
+import { newId, nowIso } from '../storage/ids.js';
+import { expandAll, expandSet } from './expand.js';
+import { listReadable, pageBody, pageRequest } from './resources.js';
+import type { Handler } from './types.js';
+import { requireSubject } from './subject.js';
+
+type PostView = Record<string, unknown> & { id: string };
+
+export const listPosts: Handler<'listPosts'> = async ({ query }, { principal, deps }) => {
+  const page = await listReadable(
+    deps,
+    principal,
+    'post',
+    [
+      ...(query.status ? [(eb: any) => eb('status', '=', query.status)] : []),
+      ...(query.authorId ? [(eb: any) => eb('authorId', '=', query.authorId)] : []),
+    ],
+    pageRequest(query),
+  );
+  const data = await expandAll(deps, principal, 'post', page.rows, expandSet(query.expand));
+  return { status: 200, body: pageBody(data, page, query.limit ?? 20) as never };
+};
+
+export const listUserPosts: Handler<'listUserPosts'> = async ({ params, query }, { principal, deps }) => {
+  const page = await listReadable(
+    deps,
+    principal,
+    'post',
+    [(eb: any) => eb('authorId', '=', params.userId), ...(query.status ? [(eb: any) => eb('status', '=', query.status)] : [])],
+    pageRequest(query),
+  );
+  const data = await expandAll(deps, principal, 'post', page.rows, expandSet(query.expand));
+  return { status: 200, body: pageBody(data, page, query.limit ?? 20) as never };
+};
+
+export const getPost: Handler<'getPost'> = async ({ query }, { principal, resource, deps }) => {
+  const [post] = await expandAll(deps, principal, 'post', [resource!], expandSet(query.expand));
+  return { status: 200, body: post as never };
+};
+
+export const createPost: Handler<'createPost'> = async ({ body }, { principal, deps }) => {
+  const now = nowIso();
+  // The author is the caller, never a field of the body (no mass assignment).
+  const post = { id: newId(), authorId: requireSubject(principal), title: body.title, body: body.body, status: body.status ?? 'draft', createdAt: now, updatedAt: now };
+  await deps.db.insertInto('posts').values(post).execute();
+  return { status: 201, body: post as never, headers: { location: `/v1/posts/${post.id}` } };
+};
+
+export const replacePost: Handler<'replacePost'> = async ({ body }, { resource, deps }) => {
+  const current = resource as PostView;
+  const next = { title: body.title, body: body.body, status: body.status, updatedAt: nowIso() };
+  await deps.db.updateTable('posts').set(next).where('id', '=', current.id).execute();
+  return { status: 200, body: { ...current, ...next } as never };
+};
+
+export const deletePost: Handler<'deletePost'> = async (_input, { resource, deps }) => {
+  await deps.db.transaction().execute(async (trx) => {
+    await trx.deleteFrom('comments').where('postId', '=', String(resource!.id)).execute();
+    await trx.deleteFrom('posts').where('id', '=', String(resource!.id)).execute();
+  });
+  return { status: 204, body: undefined as never };
+};

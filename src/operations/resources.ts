@@ -1,0 +1,103 @@
+import type { Expression, ExpressionBuilder, SqlBool } from 'kysely';
+import type { Principal } from '../policy/principal.js';
+import { evaluateRule, type LoadResource, type ResourceRow } from '../policy/resource-rule.js';
+import { compileRuleFilter } from '../policy/rule-filter.js';
+import type { Action } from '../policy/table.js';
+import { toClientRecord } from '../storage/clients.js';
+import { filterToSql } from '../storage/filter-sql.js';
+import { selectPage, type Page, type PageRequest } from '../storage/paging.js';
+import { tableFor } from '../storage/resource-tables.js';
+import type { Database } from '../storage/schema.js';
+import { toUserRecord } from '../storage/users.js';
+import type { OperationDeps } from './types.js';
+
+type Where = (eb: ExpressionBuilder<Database, keyof Database>) => Expression<SqlBool>;
+
+/** Domain shape of a stored row: booleans restored, JSON columns decoded, secrets removed. */
+export function toResource(type: string, row: Record<string, unknown>): ResourceRow {
+  switch (type) {
+    case 'user':
+      return { ...toUserRecord({ ...(row as object), passwordHash: '' } as never) };
+    case 'client': {
+      const { secretHash: _secret, ...client } = toClientRecord(row as never);
+      return client;
+    }
+    default:
+      return row;
+  }
+}
+
+const USER_COLUMNS = ['id', 'email', 'name', 'role', 'active', 'createdAt', 'updatedAt'];
+
+function columnsFor(type: string): readonly string[] | undefined {
+  return type === 'user' ? USER_COLUMNS : undefined;
+}
+
+/** Loads one resource by id, or null when it does not exist. */
+export async function loadResource(deps: OperationDeps, type: string, id: string): Promise<ResourceRow | null> {
+  let query = deps.db.selectFrom(tableFor(type) as 'posts') as any;
+  const columns = columnsFor(type);
+  query = columns ? query.select(columns) : query.selectAll();
+  const row = await query.where('id', '=', id).executeTakeFirst();
+  return row ? toResource(type, row) : null;
+}
+
+export function resourceLoader(deps: OperationDeps): LoadResource {
+  return (type, id) => loadResource(deps, type, id);
+}
+
+export function canAccess(deps: OperationDeps, principal: Principal, type: string, action: Action, resource: ResourceRow): Promise<boolean> {
+  return evaluateRule(deps.policy, type, action, principal, resource, resourceLoader(deps));
+}
+
+/** A page of the resources the principal may read, filtered in the database by the policy's rule. */
+export async function listReadable(
+  deps: OperationDeps,
+  principal: Principal,
+  type: string,
+  where: Where[],
+  page: PageRequest,
+): Promise<Page<ResourceRow>> {
+  const filter = compileRuleFilter(deps.policy, type, 'read', principal);
+  const result = await selectPage<Record<string, unknown>>(
+    deps.db,
+    tableFor(type),
+    [...where, (eb) => filterToSql(eb, filter)],
+    page,
+    columnsFor(type),
+  );
+  return { rows: result.rows.map((row) => toResource(type, row)), next: result.next };
+}
+
+/**
+ * Loads the related resources named by `field` of each item in one query and keeps only those the
+ * principal may read: an expansion never shows what a direct read would hide.
+ */
+export async function loadReadableByIds(
+  deps: OperationDeps,
+  principal: Principal,
+  type: string,
+  ids: string[],
+): Promise<Map<string, ResourceRow>> {
+  const unique = [...new Set(ids)];
+  const readable = new Map<string, ResourceRow>();
+  if (unique.length === 0) return readable;
+  const filter = compileRuleFilter(deps.policy, type, 'read', principal);
+  let query = deps.db.selectFrom(tableFor(type) as 'posts') as any;
+  const columns = columnsFor(type);
+  query = columns ? query.select(columns) : query.selectAll();
+  const rows = (await query
+    .where('id', 'in', unique)
+    .where((eb: ExpressionBuilder<Database, keyof Database>) => filterToSql(eb, filter))
+    .execute()) as Record<string, unknown>[];
+  for (const row of rows) readable.set(String(row.id), toResource(type, row));
+  return readable;
+}
+
+export function pageRequest(query: { limit?: number; page?: number; after?: string }): PageRequest {
+  return { limit: query.limit ?? 20, page: query.page, after: query.after };
+}
+
+export function pageBody<T>(data: T[], page: Page<unknown>, limit: number) {
+  return { data, page: { limit, next: page.next } };
+}

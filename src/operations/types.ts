@@ -1,0 +1,55 @@
+import type { Kysely } from 'kysely';
+import type { operations } from '../../generated/openapi.js';
+import type { OperationId } from '../../generated/routes.js';
+import type { Principal } from '../policy/principal.js';
+import type { ResourceRow } from '../policy/resource-rule.js';
+import type { PolicyTable } from '../policy/table.js';
+import type { Database } from '../storage/schema.js';
+
+/** What handlers may use. No request, no reply: the same handler serves REST and GraphQL. */
+export interface OperationDeps {
+  db: Kysely<Database>;
+  policy: PolicyTable;
+  /** The published OpenAPI document, serialised once. */
+  publishedSpec: string;
+  graphqlSdl: string;
+  /** Called after a user or client changes in a way that must end cached sessions at once. */
+  invalidateSubject(subject: string): void;
+}
+
+export interface OperationContext {
+  principal: Principal;
+  /** The resource the pipeline loaded and authorized (x-resource), or null. */
+  resource: ResourceRow | null;
+  deps: OperationDeps;
+}
+
+type Op<K extends OperationId> = operations[K];
+type Part<T, K extends string> = T extends { [P in K]: infer V } ? (V extends undefined ? Record<string, never> : V) : Record<string, never>;
+
+export type PathParams<K extends OperationId> = Part<Op<K>['parameters'], 'path'>;
+export type QueryParams<K extends OperationId> = NonNullable<Part<Op<K>['parameters'], 'query'>>;
+export type RequestBody<K extends OperationId> = Op<K> extends { requestBody: { content: { 'application/json': infer B } } }
+  ? B
+  : Op<K> extends { requestBody?: { content: { 'application/json': infer B } } }
+    ? B
+    : undefined;
+
+type Responses<K extends OperationId> = Op<K>['responses'];
+type SuccessCode<K extends OperationId> = Extract<keyof Responses<K>, 200 | 201 | 204>;
+type ContentOf<R> = R extends { content: infer C } ? C[keyof C] : undefined;
+
+export type HandlerResult<K extends OperationId> = {
+  [S in SuccessCode<K>]: { status: S; body: ContentOf<Responses<K>[S]>; headers?: Record<string, string> };
+}[SuccessCode<K>];
+
+export interface OperationInput<K extends OperationId> {
+  params: PathParams<K>;
+  query: QueryParams<K>;
+  body: RequestBody<K>;
+}
+
+export type Handler<K extends OperationId> = (input: OperationInput<K>, ctx: OperationContext) => Promise<HandlerResult<K>>;
+
+/** Every operation in the contract must have a handler: a missing one fails the typecheck. */
+export type OperationHandlers = { [K in OperationId]: Handler<K> };

@@ -1,0 +1,63 @@
+import { ApiError } from '../errors/registry.js';
+import { hashPassword } from '../oauth/passwords.js';
+import { forbiddenFieldChanges } from '../policy/protected-fields.js';
+import { newId, nowIso } from '../storage/ids.js';
+import { isUniqueViolation } from '../storage/unique-violation.js';
+import { listReadable, pageBody, pageRequest } from './resources.js';
+import type { Handler } from './types.js';
+
+export const listUsers: Handler<'listUsers'> = async ({ query }, { principal, deps }) => {
+  const page = await listReadable(
+    deps,
+    principal,
+    'user',
+    [
+      ...(query.role ? [(eb: any) => eb('role', '=', query.role)] : []),
+      ...(query.active !== undefined ? [(eb: any) => eb('active', '=', query.active)] : []),
+    ],
+    pageRequest(query),
+  );
+  return { status: 200, body: pageBody(page.rows, page, query.limit ?? 20) as never };
+};
+
+export const getUser: Handler<'getUser'> = async (_input, { resource }) => ({ status: 200, body: resource as never });
+
+export const createUser: Handler<'createUser'> = async ({ body }, { deps }) => {
+  const now = nowIso();
+  const user = { id: newId(), email: body.email, name: body.name, role: body.role, active: body.active ?? true, createdAt: now, updatedAt: now };
+  try {
+    await deps.db.insertInto('users').values({ ...user, passwordHash: await hashPassword(body.password) }).execute();
+  } catch (error) {
+    if (isUniqueViolation(error)) throw new ApiError('CONFLICT', 'A user with this email already exists.');
+    throw error;
+  }
+  return { status: 201, body: user as never, headers: { location: `/v1/users/${user.id}` } };
+};
+
+export const replaceUser: Handler<'replaceUser'> = async ({ body }, { principal, resource, deps }) => {
+  const current = resource!;
+  const next = { email: body.email, name: body.name, role: body.role, active: body.active };
+  // Property-level authorization (OWASP API3): a member may edit their profile but not their role.
+  const refused = forbiddenFieldChanges(deps.policy, 'user', principal, current, next);
+  if (refused.length > 0) throw new ApiError('FORBIDDEN', `Your role may not change ${refused.join(', ')}.`);
+  const updatedAt = nowIso();
+  const changes = { ...next, updatedAt, ...(body.password ? { passwordHash: await hashPassword(body.password) } : {}) };
+  try {
+    await deps.db.updateTable('users').set(changes).where('id', '=', String(current.id)).execute();
+  } catch (error) {
+    if (isUniqueViolation(error)) throw new ApiError('CONFLICT', 'A user with this email already exists.');
+    throw error;
+  }
+  if (next.active !== current.active || next.role !== current.role || body.password) deps.invalidateSubject(String(current.id));
+  return { status: 200, body: { ...current, ...next, updatedAt } as never };
+};
+
+export const deleteUser: Handler<'deleteUser'> = async (_input, { resource, deps }) => {
+  const id = String(resource!.id);
+  await deps.db.transaction().execute(async (trx) => {
+    await trx.updateTable('accessTokens').set({ revokedAt: nowIso() }).where('subject', '=', id).where('subjectType', '=', 'user').execute();
+    await trx.deleteFrom('users').where('id', '=', id).execute();
+  });
+  deps.invalidateSubject(id);
+  return { status: 204, body: undefined as never };
+};

@@ -1,0 +1,60 @@
+import { ApiError } from '../errors/registry.js';
+import { isInvalidTokenError } from '../oauth/tokens/invalid-token-error.js';
+import type { TokenService } from '../oauth/tokens/token-service.js';
+import { ANONYMOUS, type Principal } from '../policy/principal.js';
+import type { SubjectDirectory } from './subject-directory.js';
+import { bearerChallenge } from './www-authenticate.js';
+
+// RFC 6750 §2.1: credentials = "Bearer" 1*SP b64token
+const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
+
+export interface AuthenticateDeps {
+  tokens: TokenService;
+  subjects: SubjectDirectory;
+}
+
+export interface AuthenticationInput {
+  authorization: string | undefined;
+  /** Whether the query string carries `access_token` (RFC 6750 §2.3 is not supported: tokens leak in logs). */
+  tokenInQuery: boolean;
+}
+
+function invalidToken(description: string): ApiError {
+  return new ApiError('UNAUTHENTICATED', 'The access token is invalid, expired or revoked.', {
+    headers: { 'www-authenticate': bearerChallenge('invalid_token', { error_description: description }) },
+  });
+}
+
+/** Stage 2: Authorization header -> principal. No header is the anonymous principal; a bad token is 401. */
+export async function authenticate(input: AuthenticationInput, deps: AuthenticateDeps): Promise<Principal> {
+  if (input.tokenInQuery) {
+    throw new ApiError('VALIDATION_FAILED', 'Send the access token in the Authorization header, not in the URL.', {
+      headers: { 'www-authenticate': bearerChallenge('invalid_request') },
+      details: [{ path: '/access_token', message: 'tokens are accepted only in the Authorization header' }],
+    });
+  }
+  if (input.authorization === undefined || input.authorization === '') return ANONYMOUS;
+  const match = BEARER.exec(input.authorization);
+  if (!match) {
+    throw new ApiError('UNAUTHENTICATED', 'Use an Authorization header of the form "Bearer <token>".', {
+      headers: { 'www-authenticate': bearerChallenge('invalid_request') },
+    });
+  }
+  let token;
+  try {
+    token = await deps.tokens.verifyAccessToken(match[1]!);
+  } catch (error) {
+    if (isInvalidTokenError(error)) throw invalidToken('The access token is not valid');
+    throw error;
+  }
+  const status = await deps.subjects.lookup(token.subjectType, token.subject);
+  if (!status || !status.active) throw invalidToken('The token subject is no longer active');
+  return {
+    kind: token.subjectType,
+    subject: token.subject,
+    role: status.role,
+    clientId: token.clientId,
+    scopes: new Set(token.scopes),
+    token: { jti: token.jti, format: token.format, grantType: token.grantType, issuedAt: token.issuedAt, expiresAt: token.expiresAt },
+  };
+}

@@ -1,0 +1,103 @@
+import { ApiError } from '../errors/registry.js';
+import type { TokenService } from '../oauth/tokens/token-service.js';
+import type { Config } from '../config/config.js';
+import { RateLimiter, rateLimitHeaders } from '../limits/rate-limit.js';
+import { evaluateRule } from '../policy/resource-rule.js';
+import type { PolicyTable } from '../policy/table.js';
+import { negotiateVersion } from '../rest/versioning.js';
+import { loadResource, resourceLoader } from '../operations/resources.js';
+import type { OperationDeps } from '../operations/types.js';
+import { authenticate } from './authenticate.js';
+import { authorize } from './authorize.js';
+import type { Exchange } from './exchange.js';
+import type { SubjectDirectory } from './subject-directory.js';
+import { bearerChallenge } from './www-authenticate.js';
+
+export interface StageDeps {
+  config: Config;
+  policy: PolicyTable;
+  tokens: TokenService;
+  subjects: SubjectDirectory;
+  limiter: RateLimiter;
+  operations: OperationDeps;
+}
+
+/** API version from the path or the Accept header (406 when unknown). */
+export function negotiate(ex: Exchange): void {
+  ex.mediaType = negotiateVersion(ex.headers.accept, ex.pathVersioned);
+}
+
+/** Bearer token -> principal; an invalid token is 401 (after counting it against the caller's IP). */
+export async function identify(ex: Exchange, deps: StageDeps): Promise<void> {
+  try {
+    ex.principal = await authenticate(
+      { authorization: ex.headers.authorization, tokenInQuery: 'access_token' in ex.query },
+      deps,
+    );
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) {
+      ex.decision = { decision: 'deny', reason: 'authentication' };
+      limit(ex, deps);
+    }
+    throw error;
+  }
+}
+
+/** Per client (per IP when anonymous); 429 with Retry-After once the window's budget is spent. */
+export function limit(ex: Exchange, deps: StageDeps): void {
+  const principal = ex.principal;
+  const anonymous = principal.kind === 'anonymous';
+  const result = deps.limiter.hit(
+    principal.kind === 'anonymous' ? `ip:${ex.ip}` : `client:${principal.clientId}`,
+    anonymous ? deps.config.rateLimit.anonymousMax : deps.config.rateLimit.max,
+    anonymous ? 'anonymous' : 'client',
+  );
+  Object.assign(ex.responseHeaders, rateLimitHeaders(result));
+  if (!result.allowed) {
+    throw new ApiError('RATE_LIMITED', `Too many requests; retry in ${result.resetSeconds} s.`, {
+      headers: { 'retry-after': String(result.resetSeconds) },
+    });
+  }
+}
+
+/** Scope, then role. */
+export function authorizeOperation(ex: Exchange, deps: StageDeps): void {
+  try {
+    const decision = authorize(deps.policy, ex.route.access, ex.principal);
+    ex.decision = { decision: 'allow', reason: decision.reason };
+  } catch (error) {
+    const reason = error instanceof ApiError ? { UNAUTHENTICATED: 'authentication', INSUFFICIENT_SCOPE: 'scope' }[error.code as string] ?? 'role' : 'role';
+    ex.decision = { decision: 'deny', reason };
+    throw error;
+  }
+}
+
+/** RFC 6750 §2.2 allows a token in a form body; this API takes it only in the header. */
+export function rejectBodyToken(ex: Exchange): void {
+  if (ex.body && typeof ex.body === 'object' && !Array.isArray(ex.body) && Object.hasOwn(ex.body, 'access_token')) {
+    throw new ApiError('VALIDATION_FAILED', 'Send the access token in the Authorization header, not in the body.', {
+      headers: { 'www-authenticate': bearerChallenge('invalid_request') },
+      details: [{ path: '/access_token', message: 'tokens are accepted only in the Authorization header' }],
+    });
+  }
+}
+
+/**
+ * Per-resource check (seed, Authorization rules 4-5): load the resource first, then evaluate its rule.
+ * A failed check answers exactly like a missing resource: 404 NOT_FOUND.
+ */
+export async function checkResource(ex: Exchange, deps: StageDeps): Promise<void> {
+  const target = ex.route.access.resource;
+  if (!target) return;
+  const id = ex.params[target.param];
+  const resource = id === undefined ? null : await loadResource(deps.operations, target.type, id);
+  const allowed =
+    resource !== null &&
+    (await evaluateRule(deps.policy, target.type, target.action, ex.principal, resource, resourceLoader(deps.operations)));
+  if (!allowed) {
+    ex.decision = { decision: 'deny', reason: 'resource' };
+    throw new ApiError('NOT_FOUND');
+  }
+  ex.resource = resource;
+  ex.decision = { decision: 'allow', reason: 'resource' };
+}

@@ -1,0 +1,46 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../storage/schema.js';
+
+export interface SubjectStatus {
+  role: string;
+  active: boolean;
+}
+
+/**
+ * Role and status of token subjects (users by id, clients by client_id), cached so that a hot token costs
+ * no database read. `forget` is called the moment a user or client changes: a deactivated user's tokens
+ * stop working at once.
+ */
+export class SubjectDirectory {
+  readonly #entries = new Map<string, SubjectStatus | null>();
+
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly maxEntries = 10000,
+  ) {}
+
+  async lookup(kind: 'user' | 'client', subject: string): Promise<SubjectStatus | null> {
+    const key = `${kind}:${subject}`;
+    const cached = this.#entries.get(key);
+    if (cached !== undefined) return cached;
+    const status = kind === 'user' ? await this.#loadUser(subject) : await this.#loadClient(subject);
+    if (this.#entries.size >= this.maxEntries) this.#entries.delete(this.#entries.keys().next().value!);
+    this.#entries.set(key, status);
+    return status;
+  }
+
+  forget(subject: string): void {
+    this.#entries.delete(`user:${subject}`);
+    this.#entries.delete(`client:${subject}`);
+  }
+
+  async #loadUser(id: string): Promise<SubjectStatus | null> {
+    const row = await this.db.selectFrom('users').select(['role', 'active']).where('id', '=', id).executeTakeFirst();
+    return row ? { role: row.role, active: Boolean(row.active) } : null;
+  }
+
+  async #loadClient(clientId: string): Promise<SubjectStatus | null> {
+    const row = await this.db.selectFrom('clients').select(['role']).where('clientId', '=', clientId).executeTakeFirst();
+    return row ? { role: row.role, active: true } : null;
+  }
+}

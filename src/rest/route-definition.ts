@@ -1,0 +1,34 @@
+import type { OperationAccess } from '../policy/table.js';
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
+
+export interface JsonSchema {
+  [key: string]: unknown;
+}
+
+/** One REST operation as codegen compiles it from openapi.yaml (generated/routes.ts). */
+export interface RouteDefinition {
+  operationId: string;
+  method: HttpMethod;
+  /** The contract's path, e.g. `/v1/users/{userId}`. */
+  path: string;
+  /** The same path without its version prefix, in Fastify's syntax, e.g. `/users/:userId`. */
+  unversionedUrl: string;
+  tag: string;
+  summary: string;
+  deprecated: boolean;
+  /** RFC 8594 Sunset date (HTTP-date) when the contract gives one with `x-sunset`. */
+  sunset: string | null;
+  successStatus: number;
+  /** Media type of the success response body, or null when it has none (204). */
+  successMediaType: string | null;
+  expand: string[];
+  schema: {
+    params?: JsonSchema;
+    querystring?: JsonSchema;
+    headers?: JsonSchema;
+    body?: JsonSchema;
+    response: Record<string, JsonSchema>;
+  };
+  access: OperationAccess;
+}

@@ -1,0 +1,54 @@
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import type { ErrorObject, ValidateFunction } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+import type { FastifySchemaCompiler } from 'fastify';
+import type { ErrorDetail } from '../errors/registry.js';
+
+const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => void;
+
+function createAjv(coerce: boolean): Ajv2020 {
+  // The contract is OpenAPI 3.1, i.e. JSON Schema 2020-12. Unknown properties are errors, never
+  // silently dropped (no mass assignment): removeAdditional stays off.
+  const ajv = new Ajv2020({
+    allErrors: true,
+    removeAdditional: false,
+    useDefaults: true,
+    coerceTypes: coerce ? 'array' : false,
+    strict: true,
+    strictRequired: false,
+    allowUnionTypes: true,
+  });
+  addFormats(ajv);
+  return ajv;
+}
+
+// Path, query and header values arrive as strings and are coerced to the contract's types;
+// JSON bodies already carry types, so a string where a number belongs is an error there.
+const coercing = createAjv(true);
+const strictTypes = createAjv(false);
+
+export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) => {
+  const ajv = httpPart === 'body' ? strictTypes : coercing;
+  return ajv.compile(schema as object) as ValidateFunction;
+};
+
+const PART_PREFIX: Record<string, string> = { body: '', querystring: '/query', params: '/path', headers: '/headers' };
+
+/** Ajv errors as `{ path, message }` details, the path a JSON pointer into the named request part. */
+export function validationDetails(errors: ErrorObject[], part: string | undefined): ErrorDetail[] {
+  const prefix = PART_PREFIX[part ?? 'body'] ?? '';
+  return errors.slice(0, 100).map((e) => {
+    let path = e.instancePath;
+    let message = e.message ?? 'is not valid';
+    if (e.keyword === 'additionalProperties') {
+      path = `${path}/${String((e.params as { additionalProperty: string }).additionalProperty)}`;
+      message = 'is not a known property';
+    } else if (e.keyword === 'required') {
+      path = `${path}/${String((e.params as { missingProperty: string }).missingProperty)}`;
+      message = 'is required';
+    } else if (e.keyword === 'enum') {
+      message = `must be one of ${((e.params as { allowedValues: unknown[] }).allowedValues ?? []).map(String).join(', ')}`;
+    }
+    return { path: `${prefix}${path}` || '/', message };
+  });
+}

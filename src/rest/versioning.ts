@@ -1,0 +1,27 @@
+import { ApiError } from '../errors/registry.js';
+
+export const VENDOR_TYPE = 'application/vnd.portcullis+json';
+export const SUPPORTED_VERSIONS = new Set(['1']);
+
+/**
+ * Versioning: `/v1/...`, or the unprefixed path with `Accept: application/vnd.portcullis+json; version=1`.
+ * Returns the vendor media type to answer with (echoing the requested version), or null for plain JSON.
+ */
+export function negotiateVersion(accept: string | undefined, pathVersioned: boolean): string | null {
+  const vendor = (accept ?? '')
+    .split(',')
+    .map((range) => range.trim())
+    .find((range) => range.toLowerCase().startsWith(VENDOR_TYPE));
+  if (vendor === undefined) {
+    if (pathVersioned) return null;
+    throw new ApiError('NOT_ACCEPTABLE', `Use a /v1 path or send Accept: ${VENDOR_TYPE}; version=1.`);
+  }
+  const version = /;\s*version\s*=\s*"?([^";,\s]+)"?/i.exec(vendor)?.[1];
+  if (version === undefined) {
+    throw new ApiError('NOT_ACCEPTABLE', `The ${VENDOR_TYPE} media type needs a version parameter (version=1).`);
+  }
+  if (!SUPPORTED_VERSIONS.has(version) || (pathVersioned && version !== '1')) {
+    throw new ApiError('NOT_ACCEPTABLE', `API version ${version} is not available; supported: ${[...SUPPORTED_VERSIONS].join(', ')}.`);
+  }
+  return `${VENDOR_TYPE}; version=${version}`;
+}

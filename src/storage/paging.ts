@@ -1,0 +1,66 @@
+import type { Expression, ExpressionBuilder, Kysely, SqlBool } from 'kysely';
+import { ApiError } from '../errors/registry.js';
+import type { Database } from './schema.js';
+
+export interface PageRequest {
+  limit: number;
+  /** 1-based offset page. */
+  page?: number | undefined;
+  /** Opaque cursor from a previous page's `next`. */
+  after?: string | undefined;
+}
+
+export interface Page<T> {
+  rows: T[];
+  /** Cursor for the following page, or null on the last page. */
+  next: string | null;
+}
+
+const CURSOR_VERSION = 1;
+
+/** Cursors are opaque to clients: a versioned, base64url-encoded position (the last id seen). */
+export function encodeCursor(id: string): string {
+  return Buffer.from(JSON.stringify([CURSOR_VERSION, id])).toString('base64url');
+}
+
+export function decodeCursor(cursor: string): string {
+  try {
+    const decoded = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
+    if (Array.isArray(decoded) && decoded[0] === CURSOR_VERSION && typeof decoded[1] === 'string' && decoded[1].length <= 64) {
+      return decoded[1];
+    }
+  } catch {
+    // fall through to the validation error
+  }
+  throw new ApiError('VALIDATION_FAILED', 'The cursor is not valid.', { details: [{ path: '/after', message: 'is not a cursor from this API' }] });
+}
+
+type Where = (eb: ExpressionBuilder<Database, keyof Database>) => Expression<SqlBool>;
+
+/**
+ * One page of a table in id order (ids are time-ordered, so this is creation order). With `after`, the
+ * page starts strictly after the cursor's id, so rows inserted meanwhile are neither skipped nor repeated.
+ */
+export async function selectPage<T>(
+  db: Kysely<Database>,
+  table: keyof Database,
+  where: Where[],
+  request: PageRequest,
+  columns?: readonly string[],
+): Promise<Page<T>> {
+  if (request.after !== undefined && request.page !== undefined) {
+    throw new ApiError('VALIDATION_FAILED', 'Use either page or after, not both.', {
+      details: [{ path: '/page', message: 'must not be combined with after' }],
+    });
+  }
+  let query = db.selectFrom(table as 'posts') as any;
+  query = columns ? query.select(columns) : query.selectAll();
+  for (const condition of where) query = query.where(condition);
+  if (request.after !== undefined) query = query.where('id', '>', decodeCursor(request.after));
+  query = query.orderBy('id', 'asc').limit(request.limit + 1);
+  if (request.page !== undefined && request.page > 1) query = query.offset((request.page - 1) * request.limit);
+  const rows = (await query.execute()) as (T & { id: string })[];
+  const hasMore = rows.length > request.limit;
+  const pageRows = hasMore ? rows.slice(0, request.limit) : rows;
+  return { rows: pageRows, next: hasMore ? encodeCursor(pageRows[pageRows.length - 1]!.id) : null };
+}
