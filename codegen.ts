@@ -42,6 +42,15 @@ function scopeCatalogue(doc: any, problems: Problems): Record<string, string> {
   if (Object.keys(catalogue).length === 0) {
     problems.add('openapi.yaml', 'components.securitySchemes.oauth2', 'declares no scopes (the scope catalogue)');
   }
+  // The Scope schema enumerates the catalogue for SDKs; the two lists must not drift apart.
+  const scopeEnum: unknown = doc.components?.schemas?.Scope?.enum;
+  if (Array.isArray(scopeEnum)) {
+    const listed = [...scopeEnum].map(String).sort();
+    const declared = Object.keys(catalogue).sort();
+    if (JSON.stringify(listed) !== JSON.stringify(declared)) {
+      problems.add('openapi.yaml', 'components.schemas.Scope', `enum must list exactly the oauth2 scopes (${declared.join(', ')})`);
+    }
+  }
   return catalogue;
 }
 

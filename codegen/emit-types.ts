@@ -13,10 +13,10 @@ export async function emitOpenApiTypes(doc: OpenApiDocument): Promise<string> {
 
 /** Resolver and schema types for the GraphQL contract. */
 export async function emitGraphqlTypes(schema: GraphQLSchema): Promise<string> {
+  // Only the parsed document crosses over: the plugins build their schema with their own graphql module.
   return codegen({
     filename: 'generated/graphql.ts',
     schema: parse(printSchema(schema)),
-    schemaAst: schema,
     documents: [],
     config: {
       useTypeImports: true,

@@ -44,6 +44,7 @@ export function compileGraphqlAccess(
       const isPublic = !!findDirective(node ? [node] : [], 'public');
       if (!auth && !isPublic) {
         problems.add(FILE, where, 'has no access rule (@auth or @public)');
+        continue;
       }
       const resource = typeof auth?.resource === 'string' ? { type: auth.resource, param: 'id' } : undefined;
       const permission = auth?.permission;

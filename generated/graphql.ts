@@ -265,7 +265,6 @@ export type ResolversTypes = {
   PostStatus: PostStatus;
   User: ResolverTypeWrapper<User>;
   ID: ResolverTypeWrapper<Scalars['ID']['output']>;
-  String: ResolverTypeWrapper<Scalars['String']['output']>;
   Boolean: ResolverTypeWrapper<Scalars['Boolean']['output']>;
   Int: ResolverTypeWrapper<Scalars['Int']['output']>;
   Post: ResolverTypeWrapper<Post>;
@@ -279,6 +278,7 @@ export type ResolversTypes = {
   Query: ResolverTypeWrapper<Record<PropertyKey, never>>;
   Mutation: ResolverTypeWrapper<Record<PropertyKey, never>>;
   Subscription: ResolverTypeWrapper<Record<PropertyKey, never>>;
+  String: ResolverTypeWrapper<Scalars['String']['output']>;
 };
 
 /** Mapping between all available schema types and the resolvers parents */
@@ -286,7 +286,6 @@ export type ResolversParentTypes = {
   DateTime: Scalars['DateTime']['output'];
   User: User;
   ID: Scalars['ID']['output'];
-  String: Scalars['String']['output'];
   Boolean: Scalars['Boolean']['output'];
   Int: Scalars['Int']['output'];
   Post: Post;
@@ -300,6 +299,7 @@ export type ResolversParentTypes = {
   Query: Record<PropertyKey, never>;
   Mutation: Record<PropertyKey, never>;
   Subscription: Record<PropertyKey, never>;
+  String: Scalars['String']['output'];
 };
 
 export type AuthDirectiveArgs = {

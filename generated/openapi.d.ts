@@ -940,12 +940,12 @@ export interface components {
          */
         Limit: number;
         /**
-         * @description 1-based page number for offset paging. Use either `page` or `after`, not both.
+         * @description 1-based page number for offset paging. Ignored when `after` is given.
          * @example 2
          */
         Page: number;
         /**
-         * @description Opaque cursor from a previous page's `page.next`; returns the items after it. Stable while items are inserted. Use either `page` or `after`, not both.
+         * @description Opaque cursor from a previous page's `page.next`; returns the items after it. Stable while items are inserted. When present it takes precedence over `page`.
          * @example eyJpZCI6IjAxOGY2YjJiMTFhYTRjM2QifQ
          */
         After: string;
@@ -1086,12 +1086,12 @@ export interface operations {
                  */
                 limit?: components["parameters"]["Limit"];
                 /**
-                 * @description 1-based page number for offset paging. Use either `page` or `after`, not both.
+                 * @description 1-based page number for offset paging. Ignored when `after` is given.
                  * @example 2
                  */
                 page?: components["parameters"]["Page"];
                 /**
-                 * @description Opaque cursor from a previous page's `page.next`; returns the items after it. Stable while items are inserted. Use either `page` or `after`, not both.
+                 * @description Opaque cursor from a previous page's `page.next`; returns the items after it. Stable while items are inserted. When present it takes precedence over `page`.
                  * @example eyJpZCI6IjAxOGY2YjJiMTFhYTRjM2QifQ
                  */
                 after?: components["parameters"]["After"];
@@ -1350,12 +1350,12 @@ export interface operations {
                  */
                 limit?: components["parameters"]["Limit"];
                 /**
-                 * @description 1-based page number for offset paging. Use either `page` or `after`, not both.
+                 * @description 1-based page number for offset paging. Ignored when `after` is given.
                  * @example 2
                  */
                 page?: components["parameters"]["Page"];
                 /**
-                 * @description Opaque cursor from a previous page's `page.next`; returns the items after it. Stable while items are inserted. Use either `page` or `after`, not both.
+                 * @description Opaque cursor from a previous page's `page.next`; returns the items after it. Stable while items are inserted. When present it takes precedence over `page`.
                  * @example eyJpZCI6IjAxOGY2YjJiMTFhYTRjM2QifQ
                  */
                 after?: components["parameters"]["After"];
@@ -1423,12 +1423,12 @@ export interface operations {
                  */
                 limit?: components["parameters"]["Limit"];
                 /**
-                 * @description 1-based page number for offset paging. Use either `page` or `after`, not both.
+                 * @description 1-based page number for offset paging. Ignored when `after` is given.
                  * @example 2
                  */
                 page?: components["parameters"]["Page"];
                 /**
-                 * @description Opaque cursor from a previous page's `page.next`; returns the items after it. Stable while items are inserted. Use either `page` or `after`, not both.
+                 * @description Opaque cursor from a previous page's `page.next`; returns the items after it. Stable while items are inserted. When present it takes precedence over `page`.
                  * @example eyJpZCI6IjAxOGY2YjJiMTFhYTRjM2QifQ
                  */
                 after?: components["parameters"]["After"];
@@ -1698,12 +1698,12 @@ export interface operations {
                  */
                 limit?: components["parameters"]["Limit"];
                 /**
-                 * @description 1-based page number for offset paging. Use either `page` or `after`, not both.
+                 * @description 1-based page number for offset paging. Ignored when `after` is given.
                  * @example 2
                  */
                 page?: components["parameters"]["Page"];
                 /**
-                 * @description Opaque cursor from a previous page's `page.next`; returns the items after it. Stable while items are inserted. Use either `page` or `after`, not both.
+                 * @description Opaque cursor from a previous page's `page.next`; returns the items after it. Stable while items are inserted. When present it takes precedence over `page`.
                  * @example eyJpZCI6IjAxOGY2YjJiMTFhYTRjM2QifQ
                  */
                 after?: components["parameters"]["After"];
@@ -1975,12 +1975,12 @@ export interface operations {
                  */
                 limit?: components["parameters"]["Limit"];
                 /**
-                 * @description 1-based page number for offset paging. Use either `page` or `after`, not both.
+                 * @description 1-based page number for offset paging. Ignored when `after` is given.
                  * @example 2
                  */
                 page?: components["parameters"]["Page"];
                 /**
-                 * @description Opaque cursor from a previous page's `page.next`; returns the items after it. Stable while items are inserted. Use either `page` or `after`, not both.
+                 * @description Opaque cursor from a previous page's `page.next`; returns the items after it. Stable while items are inserted. When present it takes precedence over `page`.
                  * @example eyJpZCI6IjAxOGY2YjJiMTFhYTRjM2QifQ
                  */
                 after?: components["parameters"]["After"];

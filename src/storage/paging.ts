@@ -4,7 +4,7 @@ import type { Database } from './schema.js';
 
 export interface PageRequest {
   limit: number;
-  /** 1-based offset page. */
+  /** 1-based offset page; ignored when `after` is given. */
   page?: number | undefined;
   /** Opaque cursor from a previous page's `next`. */
   after?: string | undefined;
@@ -48,17 +48,13 @@ export async function selectPage<T>(
   request: PageRequest,
   columns?: readonly string[],
 ): Promise<Page<T>> {
-  if (request.after !== undefined && request.page !== undefined) {
-    throw new ApiError('VALIDATION_FAILED', 'Use either page or after, not both.', {
-      details: [{ path: '/page', message: 'must not be combined with after' }],
-    });
-  }
   let query = db.selectFrom(table as 'posts') as any;
   query = columns ? query.select(columns) : query.selectAll();
   for (const condition of where) query = query.where(condition);
   if (request.after !== undefined) query = query.where('id', '>', decodeCursor(request.after));
   query = query.orderBy('id', 'asc').limit(request.limit + 1);
-  if (request.page !== undefined && request.page > 1) query = query.offset((request.page - 1) * request.limit);
+  // A cursor takes precedence over `page` (the contract says so; `page` has a default of 1).
+  if (request.after === undefined && request.page !== undefined && request.page > 1) query = query.offset((request.page - 1) * request.limit);
   const rows = (await query.execute()) as (T & { id: string })[];
   const hasMore = rows.length > request.limit;
   const pageRows = hasMore ? rows.slice(0, request.limit) : rows;

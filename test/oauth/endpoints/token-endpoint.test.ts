@@ -1,0 +1,208 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { Config } from '../../../src/config/config.js';
+import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../../helpers/databases.js';
+import { createClient, makeConfig, type TestClient } from '../fixtures.js';
+import { basic, buildOAuthApp, form, FORM, type OAuthApp } from '../oauth-app.js';
+
+const NO_STORE = { 'cache-control': 'no-store', pragma: 'no-cache' };
+const CHALLENGE = 'Basic realm="portcullis"';
+
+describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
+  let t: TestDatabase;
+  let config: Config;
+  let oauth: OAuthApp;
+  let service: TestClient;
+
+  beforeAll(async () => {
+    t = await createTestDatabase(kind);
+    config = makeConfig();
+    oauth = await buildOAuthApp(t.db, config);
+    service = await createClient(t.db);
+  });
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+  afterAll(async () => {
+    await oauth.app.close();
+    await t.drop();
+  });
+
+  function requestToken(params: Record<string, string>, headers: Record<string, string> = {}) {
+    return oauth.app.inject({ method: 'POST', url: '/oauth/token', headers: { ...FORM, ...headers }, payload: form(params) });
+  }
+
+  function expectError(response: Awaited<ReturnType<typeof requestToken>>, status: number, error: string, description: string) {
+    expect(response.statusCode).toBe(status);
+    expect(response.headers).toMatchObject(NO_STORE);
+    expect(response.headers['content-type']).toMatch(/^application\/json/);
+    expect(response.json()).toEqual({ error, error_description: description });
+  }
+
+  describe('issues a token', () => {
+    it('to a client authenticating with client_secret_basic', async () => {
+      const response = await requestToken({ grant_type: 'client_credentials' }, { authorization: basic(service.client.clientId, service.secret) });
+      expect(response.statusCode).toBe(200);
+      expect(response.headers).toMatchObject(NO_STORE);
+      expect(response.headers['content-type']).toMatch(/^application\/json/);
+      const body = response.json();
+      expect(body).toEqual({ access_token: expect.any(String), token_type: 'Bearer', expires_in: 600, scope: 'read:posts write:posts' });
+      await expect(oauth.tokens.verifyAccessToken(body.access_token)).resolves.toMatchObject({
+        format: 'jwt',
+        clientId: service.client.clientId,
+        subject: service.client.clientId,
+        subjectType: 'client',
+        scopes: ['read:posts', 'write:posts'],
+        grantType: 'client_credentials',
+      });
+    });
+
+    it('to a client authenticating with client_secret_post, for the scope it asks', async () => {
+      const response = await requestToken({ grant_type: 'client_credentials', client_id: service.client.clientId, client_secret: service.secret, scope: 'read:posts' });
+      expect(response.statusCode).toBe(200);
+      expect(response.headers).toMatchObject(NO_STORE);
+      expect(response.json()).toEqual({ access_token: expect.any(String), token_type: 'Bearer', expires_in: 600, scope: 'read:posts' });
+    });
+
+    it('decoding form-urlencoded Basic credentials (RFC 6749 §2.3.1)', async () => {
+      const odd = await createClient(t.db, { clientId: `svc:reports %+é ${Date.now()}` });
+      const response = await requestToken({ grant_type: 'client_credentials' }, { authorization: basic(odd.client.clientId, odd.secret) });
+      expect(response.statusCode).toBe(200);
+    });
+
+    it('in the client’s format and with its lifetime clamped to 300..3600 s', async () => {
+      const opaque = await createClient(t.db, { accessTokenFormat: 'opaque', accessTokenTtl: 86400 });
+      const response = await requestToken({ grant_type: 'client_credentials' }, { authorization: basic(opaque.client.clientId, opaque.secret) });
+      const body = response.json();
+      expect(body).toEqual({ access_token: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/), token_type: 'Bearer', expires_in: 3600, scope: 'read:posts write:posts' });
+      await expect(oauth.tokens.verifyAccessToken(body.access_token)).resolves.toMatchObject({ format: 'opaque' });
+    });
+  });
+
+  describe('refuses', () => {
+    it('a wrong secret with 401 invalid_client and a Basic challenge', async () => {
+      const response = await requestToken({ grant_type: 'client_credentials' }, { authorization: basic(service.client.clientId, 'wrong-secret') });
+      expectError(response, 401, 'invalid_client', 'Client authentication failed.');
+      expect(response.headers['www-authenticate']).toBe(CHALLENGE);
+    });
+
+    it('a wrong secret sent with client_secret_post', async () => {
+      const response = await requestToken({ grant_type: 'client_credentials', client_id: service.client.clientId, client_secret: 'wrong-secret' });
+      expectError(response, 401, 'invalid_client', 'Client authentication failed.');
+    });
+
+    it('an unknown client', async () => {
+      const response = await requestToken({ grant_type: 'client_credentials' }, { authorization: basic('nobody', service.secret) });
+      expectError(response, 401, 'invalid_client', 'Client authentication failed.');
+      expect(response.headers['www-authenticate']).toBe(CHALLENGE);
+    });
+
+    it('a request without client authentication', async () => {
+      const response = await requestToken({ grant_type: 'client_credentials' });
+      expectError(response, 401, 'invalid_client', 'Client authentication is required.');
+      expect(response.headers['www-authenticate']).toBe(CHALLENGE);
+    });
+
+    it('a confidential client identified by client_id alone', async () => {
+      const response = await requestToken({ grant_type: 'client_credentials', client_id: service.client.clientId });
+      expectError(response, 401, 'invalid_client', 'Client authentication is required.');
+    });
+
+    it('a malformed Basic header', async () => {
+      const response = await requestToken({ grant_type: 'client_credentials' }, { authorization: 'Basic not-base64!' });
+      expectError(response, 401, 'invalid_client', 'The Authorization header must use the Basic scheme.');
+    });
+
+    it('both client authentication methods at once', async () => {
+      const response = await requestToken(
+        { grant_type: 'client_credentials', client_id: service.client.clientId, client_secret: service.secret },
+        { authorization: basic(service.client.clientId, service.secret) },
+      );
+      expectError(response, 400, 'invalid_request', 'Use one client authentication method, not two.');
+    });
+
+    it('an unknown grant_type', async () => {
+      const response = await requestToken({ grant_type: 'urn:example:magic' }, { authorization: basic(service.client.clientId, service.secret) });
+      expectError(response, 400, 'unsupported_grant_type', 'The grant_type is not supported by this server.');
+    });
+
+    it('the password grant, which this server does not offer', async () => {
+      const response = await requestToken({ grant_type: 'password', username: 'a', password: 'b' }, { authorization: basic(service.client.clientId, service.secret) });
+      expectError(response, 400, 'unsupported_grant_type', 'The grant_type is not supported by this server.');
+    });
+
+    it('a missing grant_type', async () => {
+      const response = await requestToken({ scope: 'read:posts' }, { authorization: basic(service.client.clientId, service.secret) });
+      expectError(response, 400, 'invalid_request', 'grant_type is required.');
+    });
+
+    it('a grant_type sent without a value, which counts as missing (RFC 6749 §3.2)', async () => {
+      const response = await requestToken({ grant_type: '' }, { authorization: basic(service.client.clientId, service.secret) });
+      expectError(response, 400, 'invalid_request', 'grant_type is required.');
+    });
+
+    it('a scope the client is not allowed', async () => {
+      const response = await requestToken({ grant_type: 'client_credentials', scope: 'read:posts read:users' }, { authorization: basic(service.client.clientId, service.secret) });
+      expectError(response, 400, 'invalid_scope', 'The client may not request: read:users.');
+    });
+
+    it('a JSON body', async () => {
+      const response = await oauth.app.inject({
+        method: 'POST',
+        url: '/oauth/token',
+        headers: { 'content-type': 'application/json', authorization: basic(service.client.clientId, service.secret) },
+        payload: JSON.stringify({ grant_type: 'client_credentials' }),
+      });
+      expectError(response, 400, 'invalid_request', 'The request body must be application/x-www-form-urlencoded.');
+    });
+
+    it('a request without a body', async () => {
+      const response = await oauth.app.inject({ method: 'POST', url: '/oauth/token', headers: { authorization: basic(service.client.clientId, service.secret) } });
+      expectError(response, 400, 'invalid_request', 'The request body must be application/x-www-form-urlencoded.');
+    });
+
+    it('a repeated parameter', async () => {
+      const response = await oauth.app.inject({
+        method: 'POST',
+        url: '/oauth/token',
+        headers: { ...FORM, authorization: basic(service.client.clientId, service.secret) },
+        payload: 'grant_type=client_credentials&scope=read%3Aposts&scope=write%3Aposts',
+      });
+      expectError(response, 400, 'invalid_request', 'The scope parameter is repeated.');
+    });
+
+    it('a public client asking for client_credentials', async () => {
+      const spa = await createClient(t.db, { type: 'public', secretHash: null, grantTypes: ['authorization_code', 'client_credentials'] });
+      const response = await requestToken({ grant_type: 'client_credentials', client_id: spa.client.clientId });
+      expectError(response, 400, 'unauthorized_client', 'The client is not allowed to use the client_credentials grant.');
+    });
+
+    it('a confidential client not registered for client_credentials', async () => {
+      const web = await createClient(t.db, { grantTypes: ['authorization_code'] });
+      const response = await requestToken({ grant_type: 'client_credentials' }, { authorization: basic(web.client.clientId, web.secret) });
+      expectError(response, 400, 'unauthorized_client', 'The client is not allowed to use the client_credentials grant.');
+    });
+  });
+
+  it('answers 503 temporarily_unavailable when the database cannot be reached, without internals', async () => {
+    vi.spyOn(t.db.kysely, 'selectFrom').mockImplementation(() => {
+      throw Object.assign(new Error('connect ECONNREFUSED 10.1.2.3:5432'), { code: 'ECONNREFUSED' });
+    });
+    const response = await requestToken({ grant_type: 'client_credentials' }, { authorization: basic(service.client.clientId, service.secret) });
+    expectError(response, 503, 'temporarily_unavailable', 'The service is temporarily unavailable; try again later.');
+  });
+
+  it('answers 500 server_error for an internal failure, without internals', async () => {
+    vi.spyOn(t.db.kysely, 'selectFrom').mockImplementation(() => {
+      throw new Error('relation "clients" does not exist');
+    });
+    const response = await requestToken({ grant_type: 'client_credentials' }, { authorization: basic(service.client.clientId, service.secret) });
+    expectError(response, 500, 'server_error', 'An internal error occurred.');
+  });
+
+  it('keeps the form parser inside the OAuth scope: the JSON API beside it still takes JSON only', async () => {
+    const json = await oauth.app.inject({ method: 'POST', url: '/v1/echo', headers: { 'content-type': 'application/json' }, payload: '{"a":1}' });
+    expect(json.json()).toEqual({ a: 1 });
+    const formPost = await oauth.app.inject({ method: 'POST', url: '/v1/echo', headers: FORM, payload: 'a=1' });
+    expect(formPost.statusCode).toBe(415);
+  });
+});

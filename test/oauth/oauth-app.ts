@@ -1,0 +1,37 @@
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { Config } from '../../src/config/config.js';
+import { KeyStore } from '../../src/oauth/keys/key-store.js';
+import { registerOAuth } from '../../src/oauth/routes.js';
+import { TokenService } from '../../src/oauth/tokens/token-service.js';
+import type { Db } from '../../src/storage/dialect.js';
+
+export const SCOPES = ['read:posts', 'write:posts', 'read:users', 'openid'] as const;
+
+export interface OAuthApp {
+  app: FastifyInstance;
+  keys: KeyStore;
+  tokens: TokenService;
+}
+
+/** A real Fastify instance with the OAuth routes and, beside them, a JSON route like the REST API's. */
+export async function buildOAuthApp(db: Db, config: Config, scopes: readonly string[] = SCOPES): Promise<OAuthApp> {
+  const keys = await KeyStore.open(db, config);
+  const tokens = new TokenService({ db, config, keys });
+  const app = Fastify();
+  app.post('/v1/echo', async (request) => request.body);
+  await registerOAuth(app, { db, config, keys, tokens, scopes });
+  await app.ready();
+  return { app, keys, tokens };
+}
+
+/** RFC 6749 §2.3.1: form-urlencode each part, then base64 the pair. */
+export function basic(clientId: string, secret: string): string {
+  const encode = (value: string) => encodeURIComponent(value).replace(/%20/g, '+');
+  return `Basic ${Buffer.from(`${encode(clientId)}:${encode(secret)}`).toString('base64')}`;
+}
+
+export function form(params: Record<string, string>): string {
+  return new URLSearchParams(params).toString();
+}
+
+export const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
