@@ -10,6 +10,7 @@ import type { StageDeps } from '../pipeline/stages.js';
 import { ANONYMOUS } from '../policy/principal.js';
 import { entityTag, matchesAny } from './entity-tag.js';
 import { fromFastifyError } from './error-response.js';
+import { runIdempotent, type HandlerResponse } from './idempotency.js';
 import { nextLink } from './link-header.js';
 import type { RouteDefinition } from './route-definition.js';
 import { serializerCompiler, serializerFor } from './serialization.js';
@@ -130,11 +131,14 @@ export async function registerRest(app: FastifyInstance, deps: RestDeps): Promis
           config: { route },
           handler: async (request, reply) => {
             const ex = request.exchange!;
-            const result = (await handler(
-              { params: request.params, query: request.query, body: request.body } as never,
-              { principal: ex.principal, resource: ex.resource, deps: deps.operations },
-            )) as { status: number; body: unknown; headers?: Record<string, string> };
+            const result = await runIdempotent(deps.operations.db, ex, () =>
+              handler(
+                { params: request.params, query: request.query, body: request.body } as never,
+                { principal: ex.principal, resource: ex.resource, deps: deps.operations },
+              ) as Promise<HandlerResponse>,
+            );
             reply.code(result.status);
+            if (result.replayed) reply.header('idempotent-replayed', 'true');
             if (result.headers) reply.headers(result.headers);
             const next = (result.body as { page?: { next?: string | null } } | undefined)?.page?.next;
             if (typeof next === 'string') reply.header('link', nextLink(request.url, next));

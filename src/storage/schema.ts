@@ -92,6 +92,19 @@ export interface AuditEventsTable {
   reason: string;
 }
 
+export interface IdempotencyKeysTable {
+  /** `<client_id> <subject>`: keys never collide across callers. */
+  scope: string;
+  key: string;
+  requestHash: string;
+  /** 0 while the first request is in flight, then the response status. */
+  status: number;
+  location: string | null;
+  body: string | null;
+  createdAt: string;
+  expiresAt: string;
+}
+
 export interface Database {
   users: UsersTable;
   posts: PostsTable;
@@ -100,4 +113,5 @@ export interface Database {
   signingKeys: SigningKeysTable;
   accessTokens: AccessTokensTable;
   auditEvents: AuditEventsTable;
+  idempotencyKeys: IdempotencyKeysTable;
 }

@@ -1,0 +1,69 @@
+import { createHash } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import { ApiError } from '../errors/registry.js';
+import type { Exchange } from '../pipeline/exchange.js';
+import {
+  claimIdempotencyKey,
+  completeIdempotencyKey,
+  purgeExpiredIdempotencyKeys,
+  releaseIdempotencyKey,
+} from '../storage/idempotency-keys.js';
+import type { Database } from '../storage/schema.js';
+
+const RETENTION_MS = 24 * 3600 * 1000;
+
+export interface HandlerResponse {
+  status: number;
+  body: unknown;
+  headers?: Record<string, string>;
+}
+
+/**
+ * `Idempotency-Key` on POST (draft-ietf-httpapi-idempotency-key-header): the same key and body replay the
+ * first response; the same key with another body is 422; a key still in flight is 409. Keys are scoped to
+ * the client and the subject and kept for 24 hours. Failed first attempts release the key.
+ */
+export async function runIdempotent(
+  db: Kysely<Database>,
+  ex: Exchange,
+  run: () => Promise<HandlerResponse>,
+): Promise<HandlerResponse & { replayed: boolean }> {
+  const key = ex.headers['idempotency-key'];
+  if (ex.method !== 'POST' || typeof key !== 'string' || ex.principal.kind === 'anonymous') {
+    return { ...(await run()), replayed: false };
+  }
+  const scope = `${ex.principal.clientId} ${ex.principal.subject}`;
+  const requestHash = createHash('sha256').update(`${ex.route.operationId}\n${ex.path}\n${JSON.stringify(ex.body ?? null)}`).digest('hex');
+  const now = Date.now();
+  if (Math.random() < 0.01) await purgeExpiredIdempotencyKeys(db, new Date(now).toISOString());
+  const existing = await claimIdempotencyKey(db, {
+    scope,
+    key,
+    requestHash,
+    createdAt: new Date(now).toISOString(),
+    expiresAt: new Date(now + RETENTION_MS).toISOString(),
+  });
+  if (existing) {
+    if (existing.requestHash !== requestHash) throw new ApiError('IDEMPOTENCY_KEY_REUSED');
+    if (existing.status === 0) throw new ApiError('CONFLICT', 'A request with this Idempotency-Key is still being processed.');
+    return {
+      status: existing.status,
+      body: existing.body === null ? undefined : JSON.parse(existing.body),
+      headers: existing.location ? { location: existing.location } : {},
+      replayed: true,
+    };
+  }
+  let response: HandlerResponse;
+  try {
+    response = await run();
+  } catch (error) {
+    await releaseIdempotencyKey(db, scope, key);
+    throw error;
+  }
+  await completeIdempotencyKey(db, scope, key, {
+    status: response.status,
+    location: response.headers?.location ?? null,
+    body: response.body === undefined ? null : JSON.stringify(response.body),
+  });
+  return { ...response, replayed: false };
+}

@@ -1,0 +1,150 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+
+// The server as operators run it (`npm start` is `tsx src/main.ts`), on a real socket.
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+interface Running {
+  child: ChildProcess;
+  base: string;
+  dataDir: string;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+const started: Running[] = [];
+
+async function startServer(env: Record<string, string> = {}): Promise<Running> {
+  const port = await freePort();
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'portcullis-e2e-'));
+  let output = '';
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    env: { PATH: process.env.PATH, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout!.on('data', (chunk) => (output += chunk));
+  child.stderr!.on('data', (chunk) => (output += chunk));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const running = { child, base: `http://127.0.0.1:${port}`, dataDir, output: () => output, exited };
+  started.push(running);
+  return running;
+}
+
+async function waitUntilLive(server: Running): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    try {
+      const res = await fetch(`${server.base}/healthz`);
+      if (res.status === 200) return;
+    } catch {
+      // not listening yet
+    }
+    if (server.child.exitCode !== null) throw new Error(`server exited early:\n${server.output()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`server did not start:\n${server.output()}`);
+}
+
+afterEach(async () => {
+  for (const server of started.splice(0)) {
+    if (server.child.exitCode === null) {
+      server.child.kill('SIGKILL');
+      await server.exited;
+    }
+    fs.rmSync(server.dataDir, { recursive: true, force: true });
+  }
+});
+
+describe('server process', () => {
+  it('bootstraps on first start: bootstrap.json (0600) whose admin client gets a working token', async () => {
+    const server = await startServer();
+    await waitUntilLive(server);
+    const file = path.join(server.dataDir, 'bootstrap.json');
+    expect(fs.statSync(file).mode & 0o777).toBe(0o600);
+    const bootstrap = JSON.parse(fs.readFileSync(file, 'utf8'));
+    expect(bootstrap).toEqual({
+      issuer: server.base,
+      admin: { email: expect.any(String), password: expect.any(String) },
+      clients: { admin: { client_id: expect.any(String), client_secret: expect.any(String) } },
+    });
+    expect(bootstrap.admin.password.length).toBeGreaterThanOrEqual(12);
+
+    const tokenResponse = await fetch(`${server.base}/oauth/token`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        authorization: `Basic ${Buffer.from(`${bootstrap.clients.admin.client_id}:${bootstrap.clients.admin.client_secret}`).toString('base64')}`,
+      },
+      body: 'grant_type=client_credentials',
+    });
+    expect(tokenResponse.status).toBe(200);
+    const { access_token: token } = (await tokenResponse.json()) as { access_token: string };
+    const me = await fetch(`${server.base}/v1/authorization`, { headers: { authorization: `Bearer ${token}` } });
+    expect(me.status).toBe(200);
+    expect(((await me.json()) as { principal: unknown }).principal).toEqual({
+      type: 'client',
+      id: bootstrap.clients.admin.client_id,
+      clientId: bootstrap.clients.admin.client_id,
+      role: 'admin',
+    });
+    expect((await fetch(`${server.base}/readyz`)).status).toBe(200);
+    // Secrets never reach the log.
+    expect(server.output()).not.toContain(bootstrap.clients.admin.client_secret);
+    expect(server.output()).not.toContain(bootstrap.admin.password);
+    expect(server.output()).not.toContain(token);
+  });
+
+  it('refuses to start with invalid configuration, listing every problem', async () => {
+    const server = await startServer({ ACCESS_TOKEN_TTL: '60', RATE_LIMIT_MAX: 'lots' });
+    expect(await server.exited).toBe(78);
+    expect(server.output()).toContain('ACCESS_TOKEN_TTL: must be between 300 and 3600, got 60');
+    expect(server.output()).toContain('RATE_LIMIT_MAX: must be an integer, got "lots"');
+  });
+
+  it('refuses development defaults under NODE_ENV=production', async () => {
+    const server = await startServer({ NODE_ENV: 'production' });
+    expect(await server.exited).toBe(78);
+    expect(server.output()).toContain('production refuses development defaults; set ISSUER, KEY_ENCRYPTION_SECRET');
+  });
+
+  it('drains in-flight requests on SIGTERM, exits 0 and loses no audit event', async () => {
+    const server = await startServer({ LOG_LEVEL: 'warn', RATE_LIMIT_ANONYMOUS_MAX: '100000' });
+    await waitUntilLive(server);
+    const requests = Array.from({ length: 40 }, () =>
+      fetch(`${server.base}/v1/rest`).then(
+        async (res) => ({ status: res.status, complete: (await res.text()).length > 0 }),
+        () => null,
+      ),
+    );
+    await new Promise((r) => setTimeout(r, 20));
+    server.child.kill('SIGTERM');
+    const results = await Promise.all(requests);
+    expect(await server.exited).toBe(0);
+    const answered = results.filter((r) => r !== null);
+    // Every request the server accepted got a whole answer: served, or refused as unavailable while closing.
+    for (const r of answered) {
+      expect([200, 503]).toContain(r!.status);
+      expect(r!.complete).toBe(true);
+    }
+    const served = answered.filter((r) => r!.status === 200).length;
+    expect(served).toBeGreaterThan(0);
+    const db = new Database(path.join(server.dataDir, 'portcullis.db'), { readonly: true });
+    const { count } = db.prepare("select count(*) as count from audit_events where operation = 'getRestContract'").get() as { count: number };
+    db.close();
+    expect(count).toBe(served);
+  });
+});
