@@ -16,6 +16,7 @@ import { AuditLog } from './pipeline/audit-log.js';
 import { SubjectDirectory } from './pipeline/subject-directory.js';
 import { allowedMethodsFinder } from './rest/method-not-allowed.js';
 import { registerRest } from './rest/plugin.js';
+import type { RouteDefinition } from './rest/route-definition.js';
 import { openDb, type Db } from './storage/dialect.js';
 import { migrateToLatest } from './storage/migrate.js';
 
@@ -36,6 +37,12 @@ export interface BuildOptions {
 
 const PUBLISHED_SPEC = new URL('../generated/openapi.json', import.meta.url);
 const GRAPHQL_SDL = new URL('../schema.graphql', import.meta.url);
+
+/** GRAPHQL_INTROSPECTION_PUBLIC opens the SDL (`GET /v1/graphql`) like introspection. */
+function publishSchemaRoute(route: RouteDefinition): RouteDefinition {
+  if (route.operationId !== 'getGraphqlSchema') return route;
+  return { ...route, access: { ...route.access, public: true, scopes: [], permission: null } };
+}
 
 /** Wiring only: storage, token service, policy, the REST pipeline, the authorization server, health. */
 export async function buildApp(config: Config, options: BuildOptions = {}): Promise<App> {
@@ -88,7 +95,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   });
 
   await registerRest(fastify, {
-    routes,
+    routes: config.graphql.introspectionPublic ? routes.map(publishSchemaRoute) : routes,
     audit,
     config,
     policy,

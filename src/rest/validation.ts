@@ -27,9 +27,18 @@ function createAjv(coerce: boolean): Ajv2020 {
 const coercing = createAjv(true);
 const strictTypes = createAjv(false);
 
+const compiled = { body: new WeakMap<object, ValidateFunction>(), other: new WeakMap<object, ValidateFunction>() };
+
+/** Each operation is routed twice (/v1 and unprefixed); its schemas are compiled once. */
 export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) => {
-  const ajv = httpPart === 'body' ? strictTypes : coercing;
-  return ajv.compile(schema as object) as ValidateFunction;
+  const isBody = httpPart === 'body';
+  const cache = isBody ? compiled.body : compiled.other;
+  let validate = cache.get(schema as object);
+  if (!validate) {
+    validate = (isBody ? strictTypes : coercing).compile(schema as object) as ValidateFunction;
+    cache.set(schema as object, validate);
+  }
+  return validate;
 };
 
 const PART_PREFIX: Record<string, string> = { body: '', querystring: '/query', params: '/path', headers: '/headers' };

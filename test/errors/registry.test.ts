@@ -1,0 +1,40 @@
+import fs from 'node:fs';
+import YAML from 'yaml';
+import { describe, expect, it } from 'vitest';
+import { ApiError, ERROR_CODES } from '../../src/errors/registry.js';
+import { renderRestError } from '../../src/errors/rest-renderer.js';
+
+describe('error registry', () => {
+  it('matches the README error table, code for code and status for status', () => {
+    const readme = fs.readFileSync('README.md', 'utf8');
+    const section = readme.slice(readme.indexOf('## Errors'), readme.indexOf('## The access model'));
+    const rows = [...section.matchAll(/^\| `([A-Z_]+)` \| (\d{3}) \|/gm)].map((m) => [m[1], Number(m[2])]);
+    expect(rows).toEqual(Object.entries(ERROR_CODES).map(([code, { status }]) => [code, status]));
+  });
+
+  it('matches the Error schema of the contract', () => {
+    const doc = YAML.parse(fs.readFileSync('openapi.yaml', 'utf8'));
+    const codeSchema = doc.components.schemas.Error.properties.error.properties.code;
+    const codes = codeSchema.enum ?? doc.components.schemas[codeSchema.$ref.split('/').pop()].enum;
+    expect([...codes].sort()).toEqual(Object.keys(ERROR_CODES).sort());
+  });
+
+  it('renders an unexpected error as INTERNAL without its message, stack or cause', () => {
+    const rendered = renderRestError(new Error('relation "users" does not exist at /srv/app/src/x.ts:1'));
+    expect(rendered).toEqual({ status: 500, headers: {}, body: { error: { code: 'INTERNAL', message: 'An internal error occurred.' } } });
+  });
+
+  it('renders an unreachable database as UNAVAILABLE', () => {
+    const error = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+    expect(renderRestError(error)).toEqual({
+      status: 503,
+      headers: {},
+      body: { error: { code: 'UNAVAILABLE', message: 'The service is temporarily unavailable.' } },
+    });
+  });
+
+  it('renders validation details when present', () => {
+    const rendered = renderRestError(new ApiError('VALIDATION_FAILED', 'Bad.', { details: [{ path: '/title', message: 'is required' }] }));
+    expect(rendered.body).toEqual({ error: { code: 'VALIDATION_FAILED', message: 'Bad.', details: [{ path: '/title', message: 'is required' }] } });
+  });
+});
