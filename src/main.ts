@@ -1,18 +1,9 @@
 import { buildApp } from './app.js';
-import { ConfigError, loadConfig } from './config/config.js';
+import { loadConfigOrExit } from './config/config.js';
 
 /** `npm start`: validated configuration, the server, and a graceful SIGTERM/SIGINT. */
 async function main(): Promise<void> {
-  let config;
-  try {
-    config = loadConfig();
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      console.error(error.message);
-      process.exit(78); // EX_CONFIG
-    }
-    throw error;
-  }
+  const config = loadConfigOrExit();
   const app = await buildApp(config);
   await app.fastify.listen({ host: config.host, port: config.port });
   let closing = false;

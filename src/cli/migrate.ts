@@ -1,19 +1,10 @@
-import { ConfigError, loadConfig } from '../config/config.js';
+import { loadConfigOrExit } from '../config/config.js';
 import { openDb } from '../storage/dialect.js';
 import { migrateToLatest } from '../storage/migrate.js';
 
 /** `npm run migrate`: applies pending migrations to the configured database and reports them. */
 async function main(): Promise<number> {
-  let config;
-  try {
-    config = loadConfig();
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      console.error(error.message);
-      return 78;
-    }
-    throw error;
-  }
+  const config = loadConfigOrExit();
   const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   try {
     const applied = await migrateToLatest(db);

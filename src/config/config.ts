@@ -193,3 +193,16 @@ function deepFreeze<T>(value: T): T {
 export function configFrom(overrides: Env): Config {
   return loadConfig({ NODE_ENV: 'test', ...overrides });
 }
+
+/** For command-line entry points: the configuration, or every problem on stderr and exit code 78 (EX_CONFIG). */
+export function loadConfigOrExit(env: Env = process.env): Config {
+  try {
+    return loadConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      console.error(error.message);
+      process.exit(78);
+    }
+    throw error;
+  }
+}
