@@ -39,8 +39,8 @@ export interface BootstrapFile {
 export async function bootstrapIfEmpty(db: Db, config: Config, scopes: readonly string[]): Promise<BootstrapResult | null> {
   if (await hasUsers(db)) return null;
   const email = config.bootstrap.adminEmail ?? DEFAULT_ADMIN_EMAIL;
-  // 24 random bytes: a 32-character password, well over the 12-character minimum for users.
-  const password = config.bootstrap.adminPassword ?? generateSecret(24);
+  // 256 random bits: a 43-character password, far over the 12-character minimum for users.
+  const password = config.bootstrap.adminPassword ?? generateSecret();
   const clientId = config.bootstrap.clientId ?? DEFAULT_CLIENT_ID;
   const clientSecret = config.bootstrap.clientSecret ?? generateSecret();
   const passwordHash = await hashPassword(password);
@@ -91,6 +91,8 @@ async function writeBootstrapFile(config: Config, contents: BootstrapFile): Prom
   await fs.mkdir(config.dataDir, { recursive: true, mode: 0o700 });
   const file = path.join(config.dataDir, BOOTSTRAP_FILE);
   const temporary = `${file}.${process.pid}.tmp`;
+  // A leftover from a crashed start may have other permissions: never write through it.
+  await fs.rm(temporary, { force: true });
   await fs.writeFile(temporary, `${JSON.stringify(contents, null, 2)}\n`, { mode: 0o600, flag: 'wx' });
   await fs.rename(temporary, file);
   return file;

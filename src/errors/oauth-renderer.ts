@@ -26,6 +26,8 @@ export function renderOAuthError(error: unknown): RenderedOAuthError {
 
 export function toOAuthError(error: unknown): OAuthError {
   if (error instanceof OAuthError) return error;
-  if (isUnavailable(error)) return new OAuthError('temporarily_unavailable', 'The service is temporarily unavailable; try again later.', 503);
+  if (isUnavailable(error)) {
+    return new OAuthError('temporarily_unavailable', 'The service is temporarily unavailable; try again later.', 503);
+  }
   return new OAuthError('server_error', 'An internal error occurred.', 500);
 }

@@ -45,11 +45,11 @@ export async function authenticateClient(db: Kysely<Database>, request: ClientAu
     if (params.client_id === undefined) throw new OAuthError('invalid_request', 'client_id is required with client_secret.');
     return { client: await verifyClientSecret(db, params.client_id, params.client_secret), method: 'client_secret_post' };
   }
-  if (params.client_id === undefined) throw invalidClient('Client authentication is required.');
+  if (params.client_id === undefined) throw rejectClient('Client authentication is required.');
   const found = await findClientByClientId(db, params.client_id);
-  if (!found) throw invalidClient('Client authentication failed.');
-  if (found.type !== 'public') throw invalidClient('Client authentication is required.');
-  return { client: withoutSecret(found), method: 'none' };
+  if (!found) throw rejectClient('Client authentication failed.');
+  if (found.type !== 'public') throw rejectClient('Client authentication is required.');
+  return { client: stripSecret(found), method: 'none' };
 }
 
 async function verifyClientSecret(db: Kysely<Database>, clientId: string, secret: string): Promise<ClientRecord> {
@@ -57,9 +57,9 @@ async function verifyClientSecret(db: Kysely<Database>, clientId: string, secret
   const matches = secretMatches(secret, found?.secretHash ?? UNKNOWN_CLIENT_DIGEST);
   // A public client has no secret: presenting one is a failed authentication, not a fallback to `none`.
   if (!found || found.type !== 'confidential' || found.secretHash === null || !matches) {
-    throw invalidClient('Client authentication failed.');
+    throw rejectClient('Client authentication failed.');
   }
-  return withoutSecret(found);
+  return stripSecret(found);
 }
 
 /**
@@ -68,12 +68,12 @@ async function verifyClientSecret(db: Kysely<Database>, clientId: string, secret
  */
 function parseBasicCredentials(header: string): { clientId: string; secret: string } {
   const match = /^Basic +([A-Za-z0-9+/]+={0,2}) *$/i.exec(header);
-  if (!match) throw invalidClient('The Authorization header must use the Basic scheme.');
+  if (!match) throw rejectClient('The Authorization header must use the Basic scheme.');
   const decoded = Buffer.from(match[1]!, 'base64').toString('utf8');
   const colon = decoded.indexOf(':');
   const clientId = colon > 0 ? decodeFormComponent(decoded.slice(0, colon)) : null;
   const secret = colon > 0 ? decodeFormComponent(decoded.slice(colon + 1)) : null;
-  if (!clientId || secret === null) throw invalidClient('The Basic credentials are malformed.');
+  if (!clientId || secret === null) throw rejectClient('The Basic credentials are malformed.');
   return { clientId, secret };
 }
 
@@ -85,11 +85,12 @@ function decodeFormComponent(value: string): string | null {
   }
 }
 
-function invalidClient(description: string): OAuthError {
+/** RFC 6749 §5.2 invalid_client: 401 with the Basic challenge. */
+function rejectClient(description: string): OAuthError {
   return new OAuthError('invalid_client', description, 401, CHALLENGE);
 }
 
-function withoutSecret(client: ClientWithSecret): ClientRecord {
+function stripSecret(client: ClientWithSecret): ClientRecord {
   const { secretHash: _secretHash, ...record } = client;
   return record;
 }

@@ -19,7 +19,7 @@ const MAX_P = 16;
 export async function hashPassword(password: string): Promise<string> {
   const salt = randomBytes(SALT_BYTES);
   const hash = await deriveKey(password, salt, PARAMS.ln, PARAMS.r, PARAMS.p);
-  return `$scrypt$ln=${PARAMS.ln},r=${PARAMS.r},p=${PARAMS.p}$${encode(salt)}$${encode(hash)}`;
+  return `$scrypt$ln=${PARAMS.ln},r=${PARAMS.r},p=${PARAMS.p}$${encodeBase64(salt)}$${encodeBase64(hash)}`;
 }
 
 /** False for a wrong password and for a stored string this module did not produce. */
@@ -61,6 +61,6 @@ function deriveKey(password: string, salt: Buffer, ln: number, r: number, p: num
 }
 
 /** PHC strings use standard base64 without padding. */
-function encode(bytes: Buffer): string {
+function encodeBase64(bytes: Buffer): string {
   return bytes.toString('base64').replace(/=+$/, '');
 }

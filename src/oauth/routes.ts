@@ -37,20 +37,19 @@ export async function registerOAuth(app: FastifyInstance, deps: OAuthDeps): Prom
 }
 
 function sendOAuthError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  const rendered = renderOAuthError(fromFastifyError(error));
+  const rendered = renderOAuthError(translateFastifyError(error));
   if (rendered.status >= 500) request.log.error({ err: error }, 'OAuth endpoint failed');
   return reply.status(rendered.status).headers(rendered.headers).send(rendered.body);
 }
 
 /** Fastify's own 4xx errors (unsupported media type, body too large, bad body) are malformed requests. */
-function fromFastifyError(error: FastifyError): unknown {
-  const fromFastify = typeof error.code === 'string' && error.code.startsWith('FST_');
-  if (error instanceof OAuthError || !fromFastify || typeof error.statusCode !== 'number' || error.statusCode >= 500) return error;
-  const description =
-    error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE'
-      ? 'The request body must be application/x-www-form-urlencoded.'
-      : error.code === 'FST_ERR_CTP_BODY_TOO_LARGE'
-        ? 'The request body is too large.'
-        : 'The request is malformed.';
-  return new OAuthError('invalid_request', description);
+const FASTIFY_CLIENT_ERRORS: Readonly<Record<string, string>> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'The request body must be application/x-www-form-urlencoded.',
+  FST_ERR_CTP_BODY_TOO_LARGE: 'The request body is too large.',
+};
+
+function translateFastifyError(error: FastifyError): unknown {
+  const isClientError = typeof error.code === 'string' && error.code.startsWith('FST_') && (error.statusCode ?? 500) < 500;
+  if (!isClientError) return error;
+  return new OAuthError('invalid_request', FASTIFY_CLIENT_ERRORS[error.code] ?? 'The request is malformed.');
 }

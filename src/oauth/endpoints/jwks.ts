@@ -7,9 +7,9 @@ export interface JwksDeps {
 }
 
 /**
- * The public signing keys, at /oauth/jwks (the `jwks_uri` of the metadata) and /.well-known/jwks.json.
- * A retired key stays listed until its tokens have expired, so a five-minute cache cannot miss a key a
- * live token needs for longer than a resource server's own refetch-on-unknown-kid takes.
+ * The public signing keys, at /oauth/jwks (the metadata's `jwks_uri`) and /.well-known/jwks.json.
+ * A retired key stays listed until its tokens have expired, so a cached copy never lacks a key that a
+ * live token needs; a resource server meeting a new kid refetches, as RFC 7517 §4.5 intends.
  */
 export function registerJwks(scope: FastifyInstance, deps: JwksDeps): void {
   for (const url of ['/oauth/jwks', '/.well-known/jwks.json']) {

@@ -29,7 +29,7 @@ export function encryptPrivateJwk(jwk: object, kid: string, key: Buffer): string
   const cipher = createCipheriv('aes-256-gcm', key, nonce);
   cipher.setAAD(Buffer.from(kid, 'utf8'));
   const ciphertext = Buffer.concat([cipher.update(JSON.stringify(jwk), 'utf8'), cipher.final()]);
-  return [VERSION, nonce, ciphertext, cipher.getAuthTag()].map((part) => (typeof part === 'string' ? part : part.toString('base64url'))).join('.');
+  return [VERSION, ...[nonce, ciphertext, cipher.getAuthTag()].map((part) => part.toString('base64url'))].join('.');
 }
 
 export function decryptPrivateJwk(stored: string, kid: string, key: Buffer): Record<string, unknown> {

@@ -37,7 +37,6 @@ export interface JwksDocument {
 interface LoadedKey {
   jwk: PublicJwk;
   publicKey: CryptoKey;
-  createdAt: string;
   retiredAt: string | null;
 }
 
@@ -136,13 +135,18 @@ export class KeyStore {
   async #load(): Promise<void> {
     const rows = await this.#db.kysely.selectFrom('signingKeys').selectAll().execute();
     // Signing keys first, newest first; the kid breaks ties so that every instance picks the same signer.
-    rows.sort((a, b) => Number(a.retiredAt !== null) - Number(b.retiredAt !== null) || compareDesc(a.createdAt, b.createdAt) || compareDesc(a.kid, b.kid));
+    rows.sort(
+      (a, b) =>
+        Number(a.retiredAt !== null) - Number(b.retiredAt !== null) ||
+        compareDescending(a.createdAt, b.createdAt) ||
+        compareDescending(a.kid, b.kid),
+    );
     const keys = new Map<string, LoadedKey>();
     for (const row of rows) {
       const previous = this.#keys.get(row.kid);
       const jwk = previous?.jwk ?? toPublicJwk(JSON.parse(row.publicJwk) as JWK, row.kid);
       const publicKey = previous?.publicKey ?? ((await importJWK(jwk, SIGNING_ALG)) as CryptoKey);
-      keys.set(row.kid, { jwk, publicKey, createdAt: row.createdAt, retiredAt: row.retiredAt });
+      keys.set(row.kid, { jwk, publicKey, retiredAt: row.retiredAt });
     }
     const signerRow = rows.find((row) => row.retiredAt === null);
     let signer: SigningKey | null = null;
@@ -192,7 +196,7 @@ export class KeyStore {
   }
 }
 
-function compareDesc(a: string, b: string): number {
+function compareDescending(a: string, b: string): number {
   return a < b ? 1 : a > b ? -1 : 0;
 }
 

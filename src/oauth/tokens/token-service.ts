@@ -79,7 +79,8 @@ export class TokenService {
     if (client.accessTokenFormat === 'jwt') {
       const key = await this.#keys.signingKey();
       const issuer = this.#config.issuer;
-      accessToken = await signJwtAccessToken({ iss: issuer, aud: issuer, sub: subject, client_id: client.clientId, jti, scope, iat, exp }, key);
+      const claims = { iss: issuer, aud: issuer, sub: subject, client_id: client.clientId, jti, scope, iat, exp };
+      accessToken = await signJwtAccessToken(claims, key);
     } else {
       accessToken = generateSecret();
       tokenHash = digestSecret(accessToken);

@@ -6,14 +6,16 @@ import type { VerifiedToken } from './verified-token.js';
  * explicitly, and `generation` lets a verification that raced with an eviction skip caching its result.
  */
 export class VerifiedTokenCache {
+  readonly #capacity: number;
+  readonly #clock: () => number;
   readonly #entries = new Map<string, VerifiedToken>();
   readonly #byJti = new Map<string, string>();
   #generation = 0;
 
-  constructor(
-    readonly capacity: number,
-    private readonly clock: () => number,
-  ) {}
+  constructor(capacity: number, clock: () => number) {
+    this.#capacity = capacity;
+    this.#clock = clock;
+  }
 
   get size(): number {
     return this.#entries.size;
@@ -27,7 +29,7 @@ export class VerifiedTokenCache {
   get(token: string): VerifiedToken | null {
     const entry = this.#entries.get(token);
     if (!entry) return null;
-    if (this.clock() >= entry.expiresAt * 1000) {
+    if (this.#clock() >= entry.expiresAt * 1000) {
       this.#delete(token, entry);
       return null;
     }
@@ -38,11 +40,11 @@ export class VerifiedTokenCache {
   }
 
   set(token: string, verified: VerifiedToken): void {
-    if (this.capacity <= 0) return;
+    if (this.#capacity <= 0) return;
     this.#entries.delete(token);
     this.#entries.set(token, verified);
     this.#byJti.set(verified.jti, token);
-    while (this.#entries.size > this.capacity) {
+    while (this.#entries.size > this.#capacity) {
       const oldest = this.#entries.entries().next().value;
       if (!oldest) break;
       this.#delete(oldest[0], oldest[1]);

@@ -3,6 +3,9 @@ import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../../hel
 import { ISSUER, makeConfig } from '../fixtures.js';
 import { buildOAuthApp, SCOPES, type OAuthApp } from '../oauth-app.js';
 
+/** A P-256 coordinate: 32 bytes, base64url. */
+const COORDINATE = expect.stringMatching(/^[A-Za-z0-9_-]{43}$/);
+
 describe.each(DATABASE_KINDS)('discovery and JWKS on %s', (kind) => {
   let t: TestDatabase;
   let oauth: OAuthApp;
@@ -39,7 +42,7 @@ describe.each(DATABASE_KINDS)('discovery and JWKS on %s', (kind) => {
     expect(response.headers['cache-control']).toBe('public, max-age=300');
     expect(response.headers['content-type']).toMatch(/^application\/jwk-set\+json/);
     expect(response.json()).toEqual({
-      keys: [{ kty: 'EC', crv: 'P-256', x: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/), y: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/), kid, alg: 'ES256', use: 'sig' }],
+      keys: [{ kty: 'EC', crv: 'P-256', x: COORDINATE, y: COORDINATE, kid, alg: 'ES256', use: 'sig' }],
     });
   });
 

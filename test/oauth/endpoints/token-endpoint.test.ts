@@ -27,6 +27,10 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
     await t.drop();
   });
 
+  function asService(): Record<string, string> {
+    return { authorization: basic(service.client.clientId, service.secret) };
+  }
+
   function requestToken(params: Record<string, string>, headers: Record<string, string> = {}) {
     return oauth.app.inject({ method: 'POST', url: '/oauth/token', headers: { ...FORM, ...headers }, payload: form(params) });
   }
@@ -40,7 +44,7 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
 
   describe('issues a token', () => {
     it('to a client authenticating with client_secret_basic', async () => {
-      const response = await requestToken({ grant_type: 'client_credentials' }, { authorization: basic(service.client.clientId, service.secret) });
+      const response = await requestToken({ grant_type: 'client_credentials' }, asService());
       expect(response.statusCode).toBe(200);
       expect(response.headers).toMatchObject(NO_STORE);
       expect(response.headers['content-type']).toMatch(/^application\/json/);
@@ -57,7 +61,12 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
     });
 
     it('to a client authenticating with client_secret_post, for the scope it asks', async () => {
-      const response = await requestToken({ grant_type: 'client_credentials', client_id: service.client.clientId, client_secret: service.secret, scope: 'read:posts' });
+      const response = await requestToken({
+        grant_type: 'client_credentials',
+        client_id: service.client.clientId,
+        client_secret: service.secret,
+        scope: 'read:posts',
+      });
       expect(response.statusCode).toBe(200);
       expect(response.headers).toMatchObject(NO_STORE);
       expect(response.json()).toEqual({ access_token: expect.any(String), token_type: 'Bearer', expires_in: 600, scope: 'read:posts' });
@@ -73,20 +82,27 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
       const opaque = await createClient(t.db, { accessTokenFormat: 'opaque', accessTokenTtl: 86400 });
       const response = await requestToken({ grant_type: 'client_credentials' }, { authorization: basic(opaque.client.clientId, opaque.secret) });
       const body = response.json();
-      expect(body).toEqual({ access_token: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/), token_type: 'Bearer', expires_in: 3600, scope: 'read:posts write:posts' });
+      expect(body).toEqual({
+        access_token: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
+        token_type: 'Bearer',
+        expires_in: 3600,
+        scope: 'read:posts write:posts',
+      });
       await expect(oauth.tokens.verifyAccessToken(body.access_token)).resolves.toMatchObject({ format: 'opaque' });
     });
   });
 
   describe('refuses', () => {
     it('a wrong secret with 401 invalid_client and a Basic challenge', async () => {
-      const response = await requestToken({ grant_type: 'client_credentials' }, { authorization: basic(service.client.clientId, 'wrong-secret') });
+      const wrong = { authorization: basic(service.client.clientId, 'wrong-secret') };
+      const response = await requestToken({ grant_type: 'client_credentials' }, wrong);
       expectError(response, 401, 'invalid_client', 'Client authentication failed.');
       expect(response.headers['www-authenticate']).toBe(CHALLENGE);
     });
 
     it('a wrong secret sent with client_secret_post', async () => {
-      const response = await requestToken({ grant_type: 'client_credentials', client_id: service.client.clientId, client_secret: 'wrong-secret' });
+      const params = { grant_type: 'client_credentials', client_id: service.client.clientId, client_secret: 'wrong-secret' };
+      const response = await requestToken(params);
       expectError(response, 401, 'invalid_client', 'Client authentication failed.');
     });
 
@@ -115,33 +131,33 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
     it('both client authentication methods at once', async () => {
       const response = await requestToken(
         { grant_type: 'client_credentials', client_id: service.client.clientId, client_secret: service.secret },
-        { authorization: basic(service.client.clientId, service.secret) },
+        asService(),
       );
       expectError(response, 400, 'invalid_request', 'Use one client authentication method, not two.');
     });
 
     it('an unknown grant_type', async () => {
-      const response = await requestToken({ grant_type: 'urn:example:magic' }, { authorization: basic(service.client.clientId, service.secret) });
+      const response = await requestToken({ grant_type: 'urn:example:magic' }, asService());
       expectError(response, 400, 'unsupported_grant_type', 'The grant_type is not supported by this server.');
     });
 
     it('the password grant, which this server does not offer', async () => {
-      const response = await requestToken({ grant_type: 'password', username: 'a', password: 'b' }, { authorization: basic(service.client.clientId, service.secret) });
+      const response = await requestToken({ grant_type: 'password', username: 'a', password: 'b' }, asService());
       expectError(response, 400, 'unsupported_grant_type', 'The grant_type is not supported by this server.');
     });
 
     it('a missing grant_type', async () => {
-      const response = await requestToken({ scope: 'read:posts' }, { authorization: basic(service.client.clientId, service.secret) });
+      const response = await requestToken({ scope: 'read:posts' }, asService());
       expectError(response, 400, 'invalid_request', 'grant_type is required.');
     });
 
     it('a grant_type sent without a value, which counts as missing (RFC 6749 §3.2)', async () => {
-      const response = await requestToken({ grant_type: '' }, { authorization: basic(service.client.clientId, service.secret) });
+      const response = await requestToken({ grant_type: '' }, asService());
       expectError(response, 400, 'invalid_request', 'grant_type is required.');
     });
 
     it('a scope the client is not allowed', async () => {
-      const response = await requestToken({ grant_type: 'client_credentials', scope: 'read:posts read:users' }, { authorization: basic(service.client.clientId, service.secret) });
+      const response = await requestToken({ grant_type: 'client_credentials', scope: 'read:posts read:users' }, asService());
       expectError(response, 400, 'invalid_scope', 'The client may not request: read:users.');
     });
 
@@ -156,8 +172,13 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
     });
 
     it('a request without a body', async () => {
-      const response = await oauth.app.inject({ method: 'POST', url: '/oauth/token', headers: { authorization: basic(service.client.clientId, service.secret) } });
+      const response = await oauth.app.inject({ method: 'POST', url: '/oauth/token', headers: asService() });
       expectError(response, 400, 'invalid_request', 'The request body must be application/x-www-form-urlencoded.');
+    });
+
+    it('a body over the size limit', async () => {
+      const response = await requestToken({ grant_type: 'client_credentials', padding: 'x'.repeat(1024 * 1024) }, asService());
+      expectError(response, 400, 'invalid_request', 'The request body is too large.');
     });
 
     it('a repeated parameter', async () => {
@@ -187,7 +208,7 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
     vi.spyOn(t.db.kysely, 'selectFrom').mockImplementation(() => {
       throw Object.assign(new Error('connect ECONNREFUSED 10.1.2.3:5432'), { code: 'ECONNREFUSED' });
     });
-    const response = await requestToken({ grant_type: 'client_credentials' }, { authorization: basic(service.client.clientId, service.secret) });
+    const response = await requestToken({ grant_type: 'client_credentials' }, asService());
     expectError(response, 503, 'temporarily_unavailable', 'The service is temporarily unavailable; try again later.');
   });
 
@@ -195,12 +216,13 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
     vi.spyOn(t.db.kysely, 'selectFrom').mockImplementation(() => {
       throw new Error('relation "clients" does not exist');
     });
-    const response = await requestToken({ grant_type: 'client_credentials' }, { authorization: basic(service.client.clientId, service.secret) });
+    const response = await requestToken({ grant_type: 'client_credentials' }, asService());
     expectError(response, 500, 'server_error', 'An internal error occurred.');
   });
 
   it('keeps the form parser inside the OAuth scope: the JSON API beside it still takes JSON only', async () => {
-    const json = await oauth.app.inject({ method: 'POST', url: '/v1/echo', headers: { 'content-type': 'application/json' }, payload: '{"a":1}' });
+    const jsonHeaders = { 'content-type': 'application/json' };
+    const json = await oauth.app.inject({ method: 'POST', url: '/v1/echo', headers: jsonHeaders, payload: '{"a":1}' });
     expect(json.json()).toEqual({ a: 1 });
     const formPost = await oauth.app.inject({ method: 'POST', url: '/v1/echo', headers: FORM, payload: 'a=1' });
     expect(formPost.statusCode).toBe(415);

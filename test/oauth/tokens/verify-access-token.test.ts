@@ -1,4 +1,14 @@
-import { base64url, decodeJwt, decodeProtectedHeader, exportSPKI, generateKeyPair, importJWK, SignJWT, type JWTPayload } from 'jose';
+import {
+  base64url,
+  decodeJwt,
+  decodeProtectedHeader,
+  exportSPKI,
+  generateKeyPair,
+  importJWK,
+  SignJWT,
+  type CryptoKey,
+  type JWTPayload,
+} from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../../src/config/config.js';
 import { KeyStore } from '../../../src/oauth/keys/key-store.js';
@@ -33,7 +43,14 @@ describe.each(DATABASE_KINDS)('access-token verification on %s', (kind) => {
   }
 
   async function issue(tokens: TokenService, client: TestClient = jwtClient) {
-    return tokens.issueAccessToken({ client: client.client, subject: client.client.clientId, subjectType: 'client', scopes: ['read:posts'], grantType: 'client_credentials' });
+    const { clientId } = client.client;
+    return tokens.issueAccessToken({
+      client: client.client,
+      subject: clientId,
+      subjectType: 'client',
+      scopes: ['read:posts'],
+      grantType: 'client_credentials',
+    });
   }
 
   /** A genuine token (its row exists) re-signed with our key after changing its header or claims. */
@@ -65,7 +82,13 @@ describe.each(DATABASE_KINDS)('access-token verification on %s', (kind) => {
     it('a valid JWT, as RFC 9068 shapes it', async () => {
       const tokens = service();
       const issued = await issue(tokens);
-      expect(issued).toEqual({ accessToken: expect.any(String), tokenType: 'Bearer', expiresIn: 600, scope: 'read:posts', jti: expect.any(String) });
+      expect(issued).toEqual({
+        accessToken: expect.any(String),
+        tokenType: 'Bearer',
+        expiresIn: 600,
+        scope: 'read:posts',
+        jti: expect.any(String),
+      });
       expect(decodeProtectedHeader(issued.accessToken)).toEqual({ alg: 'ES256', typ: 'at+jwt', kid: (await keys.signingKey()).kid });
       expect(decodeJwt(issued.accessToken)).toEqual({
         iss: ISSUER,
@@ -137,7 +160,7 @@ describe.each(DATABASE_KINDS)('access-token verification on %s', (kind) => {
       const tokens = service();
       const { accessToken } = await issue(tokens);
       const [published] = (await keys.publicJwks()).keys;
-      const spki = await exportSPKI(await importJWK(published!, 'ES256', { extractable: true }));
+      const spki = await exportSPKI((await importJWK(published!, 'ES256', { extractable: true })) as CryptoKey);
       for (const secret of [JSON.stringify(published), spki]) {
         const forged = await new SignJWT(decodeJwt(accessToken))
           .setProtectedHeader({ alg: 'HS256', typ: 'at+jwt', kid: published!.kid })
@@ -150,7 +173,9 @@ describe.each(DATABASE_KINDS)('access-token verification on %s', (kind) => {
       const tokens = service();
       const stranger = await generateKeyPair('ES256');
       const { accessToken } = await issue(tokens);
-      const forged = await new SignJWT(decodeJwt(accessToken)).setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: 'not-ours' }).sign(stranger.privateKey);
+      const forged = await new SignJWT(decodeJwt(accessToken))
+        .setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: 'not-ours' })
+        .sign(stranger.privateKey);
       expect(await reasonFor(tokens, forged)).toBe('unknown kid');
     });
 
@@ -158,7 +183,9 @@ describe.each(DATABASE_KINDS)('access-token verification on %s', (kind) => {
       const tokens = service();
       const stranger = await generateKeyPair('ES256');
       const { accessToken } = await issue(tokens);
-      const forged = await new SignJWT(decodeJwt(accessToken)).setProtectedHeader(decodeProtectedHeader(accessToken) as { alg: string }).sign(stranger.privateKey);
+      const forged = await new SignJWT(decodeJwt(accessToken))
+        .setProtectedHeader(decodeProtectedHeader(accessToken) as { alg: string })
+        .sign(stranger.privateKey);
       expect(await reasonFor(tokens, forged)).toBe('signature invalid');
     });
 
