@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Database } from './schema.js';
 import { SqliteBooleanPlugin } from './sqlite-boolean-plugin.js';
+import { withStatementCache } from './sqlite-statement-cache.js';
 
 export type DialectName = 'sqlite' | 'postgres';
 
@@ -55,7 +56,7 @@ export async function openDb(options: DbOptions): Promise<Db> {
   database.pragma('busy_timeout = 5000');
   database.pragma('synchronous = NORMAL');
   const kysely = new Kysely<Database>({
-    dialect: new SqliteDialect({ database }),
+    dialect: new SqliteDialect({ database: withStatementCache(database) }),
     plugins: [new CamelCasePlugin(), new SqliteBooleanPlugin()],
   });
   return {
