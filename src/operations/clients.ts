@@ -19,14 +19,14 @@ interface ClientSettings {
 function checkClientSettings(policy: PolicyTable, settings: ClientSettings): void {
   const details: ErrorDetail[] = [];
   settings.scopes.forEach((scope, i) => {
-    if (!(scope in policy.scopes)) details.push({ path: `/scopes/${i}`, message: `unknown scope "${scope}"` });
+    if (!(scope in policy.scopes)) details.push({ path: `/body/scopes/${i}`, message: `unknown scope "${scope}"` });
   });
-  if (!(settings.role in policy.roles)) details.push({ path: '/role', message: `unknown role "${settings.role}"` });
+  if (!(settings.role in policy.roles)) details.push({ path: '/body/role', message: `unknown role "${settings.role}"` });
   if (settings.type === 'public' && settings.grantTypes.includes('client_credentials')) {
-    details.push({ path: '/grantTypes', message: 'a public client cannot use client_credentials' });
+    details.push({ path: '/body/grantTypes', message: 'a public client cannot use client_credentials' });
   }
   if (settings.grantTypes.includes('authorization_code') && settings.redirectUris.length === 0) {
-    details.push({ path: '/redirectUris', message: 'authorization_code needs at least one redirect URI' });
+    details.push({ path: '/body/redirectUris', message: 'authorization_code needs at least one redirect URI' });
   }
   settings.redirectUris.forEach((uri, i) => {
     let url: URL | null = null;
@@ -37,7 +37,7 @@ function checkClientSettings(policy: PolicyTable, settings: ClientSettings): voi
     }
     const loopback = url !== null && url.protocol === 'http:' && ['127.0.0.1', '[::1]', 'localhost'].includes(url.hostname);
     if (url === null || url.hash !== '' || !(url.protocol === 'https:' || loopback || !/^https?:$/.test(url.protocol))) {
-      details.push({ path: `/redirectUris/${i}`, message: 'must be an absolute https (or loopback http) URI without a fragment' });
+      details.push({ path: `/body/redirectUris/${i}`, message: 'must be an absolute https (or loopback http) URI without a fragment' });
     }
   });
   if (details.length > 0) throw new ApiError('VALIDATION_FAILED', 'The client registration is not valid.', { details });
@@ -88,7 +88,7 @@ export const replaceClient: Handler<'replaceClient'> = async ({ body }, { resour
   checkClientSettings(deps.policy, body);
   const current = resource!;
   if (body.type !== current.type) {
-    throw new ApiError('VALIDATION_FAILED', 'A client type cannot change.', { details: [{ path: '/type', message: 'is immutable' }] });
+    throw new ApiError('VALIDATION_FAILED', 'A client type cannot change.', { details: [{ path: '/body/type', message: 'is immutable' }] });
   }
   const updatedAt = nowIso();
   await deps.db

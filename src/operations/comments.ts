@@ -1,7 +1,7 @@
 import { newId, nowIso } from '../storage/ids.js';
 import { expandAll, expandSet } from './expand.js';
 import { listReadable, pageBody, pageRequest } from './resources.js';
-import { requireSubject } from './subject.js';
+import { callerId } from './subject.js';
 import type { Handler } from './types.js';
 
 export const listPostComments: Handler<'listPostComments'> = async ({ params, query }, { principal, deps }) => {
@@ -13,7 +13,7 @@ export const listPostComments: Handler<'listPostComments'> = async ({ params, qu
 
 export const createComment: Handler<'createComment'> = async ({ params, body }, { principal, deps }) => {
   const now = nowIso();
-  const comment = { id: newId(), postId: params.postId, authorId: requireSubject(principal), body: body.body, createdAt: now, updatedAt: now };
+  const comment = { id: newId(), postId: params.postId, authorId: callerId(principal), body: body.body, createdAt: now, updatedAt: now };
   await deps.db.insertInto('comments').values(comment).execute();
   return { status: 201, body: comment as never, headers: { location: `/v1/comments/${comment.id}` } };
 };

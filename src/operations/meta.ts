@@ -19,7 +19,7 @@ export const getAuthorization: Handler<'getAuthorization'> = async (_input, { pr
   return {
     status: 200,
     body: {
-      principal: { type: p.kind, id: p.subject, clientId: p.clientId, role: p.role },
+      principal: { type: p.kind, id: p.id, clientId: p.clientId, role: p.role },
       roles: [p.role],
       permissions: [...(deps.policy.roles[p.role]?.permissions ?? [])],
       scopes,

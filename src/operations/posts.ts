@@ -2,7 +2,7 @@ import { newId, nowIso } from '../storage/ids.js';
 import { expandAll, expandSet } from './expand.js';
 import { listReadable, pageBody, pageRequest } from './resources.js';
 import type { Handler } from './types.js';
-import { requireSubject } from './subject.js';
+import { callerId } from './subject.js';
 
 type PostView = Record<string, unknown> & { id: string };
 
@@ -41,7 +41,7 @@ export const getPost: Handler<'getPost'> = async ({ query }, { principal, resour
 export const createPost: Handler<'createPost'> = async ({ body }, { principal, deps }) => {
   const now = nowIso();
   // The author is the caller, never a field of the body (no mass assignment).
-  const post = { id: newId(), authorId: requireSubject(principal), title: body.title, body: body.body, status: body.status ?? 'draft', createdAt: now, updatedAt: now };
+  const post = { id: newId(), authorId: callerId(principal), title: body.title, body: body.body, status: body.status ?? 'draft', createdAt: now, updatedAt: now };
   await deps.db.insertInto('posts').values(post).execute();
   return { status: 201, body: post as never, headers: { location: `/v1/posts/${post.id}` } };
 };

@@ -43,7 +43,14 @@ export const replaceUser: Handler<'replaceUser'> = async ({ body }, { principal,
   const updatedAt = nowIso();
   const changes = { ...next, updatedAt, ...(body.password ? { passwordHash: await hashPassword(body.password) } : {}) };
   try {
-    await deps.db.updateTable('users').set(changes).where('id', '=', String(current.id)).execute();
+    await deps.db.transaction().execute(async (trx) => {
+      await trx.updateTable('users').set(changes).where('id', '=', String(current.id)).execute();
+      // Deactivation ends the tokens the user holds, as deletion does: reactivating the account (say, after
+      // a compromise) must not bring them back.
+      if (current.active && !next.active) {
+        await trx.updateTable('accessTokens').set({ revokedAt: updatedAt }).where('subject', '=', String(current.id)).where('subjectType', '=', 'user').where('revokedAt', 'is', null).execute();
+      }
+    });
   } catch (error) {
     if (isUniqueViolation(error)) throw new ApiError('CONFLICT', 'A user with this email already exists.');
     throw error;

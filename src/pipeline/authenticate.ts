@@ -7,6 +7,7 @@ import { bearerChallenge } from './www-authenticate.js';
 
 // RFC 6750 §2.1: credentials = "Bearer" 1*SP b64token
 const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
+const BEARER_SCHEME = /^Bearer(?: |$)/i;
 
 export interface AuthenticateDeps {
   tokens: TokenService;
@@ -30,14 +31,17 @@ export async function authenticate(input: AuthenticationInput, deps: Authenticat
   if (input.tokenInQuery) {
     throw new ApiError('VALIDATION_FAILED', 'Send the access token in the Authorization header, not in the URL.', {
       headers: { 'www-authenticate': bearerChallenge('invalid_request') },
-      details: [{ path: '/access_token', message: 'tokens are accepted only in the Authorization header' }],
+      details: [{ path: '/query/access_token', message: 'tokens are accepted only in the Authorization header' }],
     });
   }
   if (input.authorization === undefined || input.authorization === '') return ANONYMOUS;
   const match = BEARER.exec(input.authorization);
   if (!match) {
+    // RFC 6750 §3.1: another scheme (Basic, ...) is no Bearer credential at all, so the challenge carries no
+    // error code; a Bearer credential that is malformed is an invalid_request.
+    const scheme = BEARER_SCHEME.test(input.authorization);
     throw new ApiError('UNAUTHENTICATED', 'Use an Authorization header of the form "Bearer <token>".', {
-      headers: { 'www-authenticate': bearerChallenge('invalid_request') },
+      headers: { 'www-authenticate': scheme ? bearerChallenge('invalid_request') : bearerChallenge() },
     });
   }
   let token;
@@ -49,9 +53,15 @@ export async function authenticate(input: AuthenticationInput, deps: Authenticat
   }
   const status = await deps.subjects.lookup(token.subjectType, token.subject);
   if (!status || !status.active) throw invalidToken('The token subject is no longer active');
+  // A deleted client's tokens end with it, user tokens included (verified tokens are cached by token, and
+  // the client's deletion evicts only what is keyed by its client_id).
+  if (token.subjectType !== 'client' && !(await deps.subjects.lookup('client', token.clientId))) {
+    throw invalidToken('The client of the token is no longer registered');
+  }
   return {
     kind: token.subjectType,
     subject: token.subject,
+    id: status.id,
     role: status.role,
     clientId: token.clientId,
     scopes: new Set(token.scopes),

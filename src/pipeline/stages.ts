@@ -27,7 +27,10 @@ export function negotiate(ex: Exchange): void {
   ex.mediaType = negotiateVersion(ex.headers.accept, ex.pathVersioned);
 }
 
-/** Bearer token -> principal; an invalid token is 401 (after counting it against the caller's IP). */
+/**
+ * Bearer token -> principal. A refused credential (invalid token: 401; token in the URL: 400) is an
+ * authentication denial, audited and counted against the caller's IP like any anonymous request.
+ */
 export async function identify(ex: Exchange, deps: StageDeps): Promise<void> {
   try {
     ex.principal = await authenticate(
@@ -35,7 +38,7 @@ export async function identify(ex: Exchange, deps: StageDeps): Promise<void> {
       deps,
     );
   } catch (error) {
-    if (error instanceof ApiError && error.status === 401) {
+    if (error instanceof ApiError) {
       ex.decision = { decision: 'deny', reason: 'authentication' };
       limit(ex, deps);
     }
@@ -75,9 +78,10 @@ export function authorizeOperation(ex: Exchange, deps: StageDeps): void {
 /** RFC 6750 §2.2 allows a token in a form body; this API takes it only in the header. */
 export function rejectBodyToken(ex: Exchange): void {
   if (ex.body && typeof ex.body === 'object' && !Array.isArray(ex.body) && Object.hasOwn(ex.body, 'access_token')) {
+    ex.decision = { decision: 'deny', reason: 'authentication' };
     throw new ApiError('VALIDATION_FAILED', 'Send the access token in the Authorization header, not in the body.', {
       headers: { 'www-authenticate': bearerChallenge('invalid_request') },
-      details: [{ path: '/access_token', message: 'tokens are accepted only in the Authorization header' }],
+      details: [{ path: '/body/access_token', message: 'tokens are accepted only in the Authorization header' }],
     });
   }
 }

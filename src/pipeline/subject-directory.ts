@@ -2,6 +2,8 @@ import type { Kysely } from 'kysely';
 import type { Database } from '../storage/schema.js';
 
 export interface SubjectStatus {
+  /** The user's id, or the client's registration id. */
+  id: string;
   role: string;
   active: boolean;
 }
@@ -13,6 +15,8 @@ export interface SubjectStatus {
  */
 export class SubjectDirectory {
   readonly #entries = new Map<string, SubjectStatus | null>();
+  /** Bumped by `forget`: a lookup that read the row before a change must not cache what it read. */
+  #generation = 0;
 
   constructor(
     private readonly db: Kysely<Database>,
@@ -23,24 +27,27 @@ export class SubjectDirectory {
     const key = `${kind}:${subject}`;
     const cached = this.#entries.get(key);
     if (cached !== undefined) return cached;
+    const generation = this.#generation;
     const status = kind === 'user' ? await this.#loadUser(subject) : await this.#loadClient(subject);
+    if (generation !== this.#generation) return status;
     if (this.#entries.size >= this.maxEntries) this.#entries.delete(this.#entries.keys().next().value!);
     this.#entries.set(key, status);
     return status;
   }
 
   forget(subject: string): void {
+    this.#generation++;
     this.#entries.delete(`user:${subject}`);
     this.#entries.delete(`client:${subject}`);
   }
 
   async #loadUser(id: string): Promise<SubjectStatus | null> {
     const row = await this.db.selectFrom('users').select(['role', 'active']).where('id', '=', id).executeTakeFirst();
-    return row ? { role: row.role, active: Boolean(row.active) } : null;
+    return row ? { id, role: row.role, active: Boolean(row.active) } : null;
   }
 
   async #loadClient(clientId: string): Promise<SubjectStatus | null> {
-    const row = await this.db.selectFrom('clients').select(['role']).where('clientId', '=', clientId).executeTakeFirst();
-    return row ? { role: row.role, active: true } : null;
+    const row = await this.db.selectFrom('clients').select(['id', 'role']).where('clientId', '=', clientId).executeTakeFirst();
+    return row ? { id: row.id, role: row.role, active: true } : null;
   }
 }

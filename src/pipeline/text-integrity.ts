@@ -18,10 +18,10 @@ function findInvalid(value: unknown, path: string, depth = 0): string | null {
 
 /** Refuses strings with NUL or unpaired surrogates anywhere in the query, path or body. */
 export function rejectInvalidText(ex: Exchange): void {
-  const path = findInvalid(ex.query, '/query') ?? findInvalid(ex.params, '/path') ?? findInvalid(ex.body, '');
+  const path = findInvalid(ex.query, '/query') ?? findInvalid(ex.params, '/path') ?? findInvalid(ex.body, '/body');
   if (path !== null) {
     throw new ApiError('VALIDATION_FAILED', 'The request contains text that is not valid Unicode.', {
-      details: [{ path: path || '/', message: 'contains a NUL character or an unpaired surrogate' }],
+      details: [{ path, message: 'contains a NUL character or an unpaired surrogate' }],
     });
   }
 }

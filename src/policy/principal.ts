@@ -7,8 +7,14 @@ export interface AnonymousPrincipal {
 
 export interface TokenPrincipal {
   kind: 'user' | 'client';
-  /** The user id for users, the OAuth client_id for clients; what `owner` conditions compare with. */
+  /** The token's `sub`: the user id for users, the OAuth client_id for clients. */
   subject: string;
+  /**
+   * The caller's resource id: the user's id, or the client's registration id. `owner` conditions compare
+   * with it and `authorId` records it. Users and clients get ids from the same generator, so a client can
+   * never pass for a user (a client_id is chosen by an admin and could collide with a user id).
+   */
+  id: string;
   role: string;
   /** The OAuth client the token was issued to. */
   clientId: string;

@@ -37,7 +37,7 @@ async function evaluateCondition(
   load: LoadResource,
 ): Promise<boolean> {
   if (condition === 'owner') {
-    return principal.kind !== 'anonymous' && ownerField !== null && resource[ownerField] === principal.subject;
+    return principal.kind !== 'anonymous' && ownerField !== null && resource[ownerField] === principal.id;
   }
   if ('role' in condition) return principal.kind !== 'anonymous' && condition.role.includes(principal.role);
   if ('field' in condition) return resource[condition.field] === condition.equals;

@@ -25,7 +25,7 @@ export function compileRuleFilter(table: PolicyTable, type: string, action: Acti
     let filter: RowFilter;
     if (condition === 'owner') {
       filter =
-        principal.kind === 'anonymous' || policy.owner === null ? NONE : { kind: 'equals', field: policy.owner, value: principal.subject };
+        principal.kind === 'anonymous' || policy.owner === null ? NONE : { kind: 'equals', field: policy.owner, value: principal.id };
     } else if ('role' in condition) {
       filter = principal.kind !== 'anonymous' && condition.role.includes(principal.role) ? ALL : NONE;
     } else if ('field' in condition) {

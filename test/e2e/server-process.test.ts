@@ -93,11 +93,14 @@ describe('server process', () => {
     });
     expect(tokenResponse.status).toBe(200);
     const { access_token: token } = (await tokenResponse.json()) as { access_token: string };
+    const clients = await fetch(`${server.base}/v1/clients`, { headers: { authorization: `Bearer ${token}` } });
+    const { data } = (await clients.json()) as { data: { id: string; clientId: string }[] };
+    const registration = data.find((c) => c.clientId === bootstrap.clients.admin.client_id)!;
     const me = await fetch(`${server.base}/v1/authorization`, { headers: { authorization: `Bearer ${token}` } });
     expect(me.status).toBe(200);
     expect(((await me.json()) as { principal: unknown }).principal).toEqual({
       type: 'client',
-      id: bootstrap.clients.admin.client_id,
+      id: registration.id,
       clientId: bootstrap.clients.admin.client_id,
       role: 'admin',
     });

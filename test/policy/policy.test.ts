@@ -14,6 +14,7 @@ function user(role: string, subject = `u-${role}`, scopes: string[] = ['read:pos
   return {
     kind: 'user',
     subject,
+    id: subject,
     role,
     clientId: 'app',
     scopes: new Set(scopes),
