@@ -12,7 +12,7 @@ import { KeyStore } from './oauth/keys/key-store.js';
 import { registerOAuth } from './oauth/routes.js';
 import { TokenService } from './oauth/tokens/token-service.js';
 import type { OperationDeps } from './operations/types.js';
-import { AuditLog } from './pipeline/audit-log.js';
+import { AuditLog } from './audit/audit-log.js';
 import { SubjectDirectory } from './pipeline/subject-directory.js';
 import { allowedMethodsFinder } from './rest/method-not-allowed.js';
 import { registerRest } from './rest/plugin.js';
@@ -72,7 +72,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const keys = await KeyStore.open(db, config);
   const tokens = new TokenService({ db, config, keys });
   const subjects = new SubjectDirectory(db.kysely);
-  const audit = new AuditLog(db.kysely, fastify.log);
+  const audit = new AuditLog(db, fastify.log);
 
   const published = JSON.parse(fs.readFileSync(PUBLISHED_SPEC, 'utf8')) as Record<string, unknown>;
   published.servers = [{ url: config.issuer, description: 'This server' }];

@@ -2,12 +2,14 @@ import { Migrator, type Migration, type MigrationProvider } from 'kysely';
 import type { Db } from './dialect.js';
 import { initial } from './migrations/001-initial.js';
 import { idempotencyKeys } from './migrations/002-idempotency-keys.js';
+import { auditChain } from './migrations/003-audit-chain.js';
 
 /** The ordered migration set. Names sort in application order; never rename or edit a shipped one. */
 function migrationsFor(db: Db): Record<string, Migration> {
   return {
     '001-initial': initial(db.dialect),
     '002-idempotency-keys': idempotencyKeys,
+    '003-audit-chain': auditChain(db.dialect),
   };
 }
 

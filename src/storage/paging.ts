@@ -17,6 +17,8 @@ export interface Page<T> {
 }
 
 const CURSOR_VERSION = 1;
+/** The contract's Id: a cursor that decodes to anything else was not issued here, so it is refused, not compared. */
+const ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** Cursors are opaque to clients: a versioned, base64url-encoded position (the last id seen). */
 export function encodeCursor(id: string): string {
@@ -26,13 +28,13 @@ export function encodeCursor(id: string): string {
 export function decodeCursor(cursor: string): string {
   try {
     const decoded = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
-    if (Array.isArray(decoded) && decoded[0] === CURSOR_VERSION && typeof decoded[1] === 'string' && decoded[1].length <= 64) {
+    if (Array.isArray(decoded) && decoded[0] === CURSOR_VERSION && typeof decoded[1] === 'string' && ID.test(decoded[1])) {
       return decoded[1];
     }
   } catch {
     // fall through to the validation error
   }
-  throw new ApiError('VALIDATION_FAILED', 'The cursor is not valid.', { details: [{ path: '/after', message: 'is not a cursor from this API' }] });
+  throw new ApiError('VALIDATION_FAILED', 'The cursor is not valid.', { details: [{ path: '/query/after', message: 'is not a cursor from this API' }] });
 }
 
 type Where = (eb: ExpressionBuilder<Database, keyof Database>) => Expression<SqlBool>;

@@ -90,6 +90,9 @@ export interface AuditEventsTable {
   resourceId: string | null;
   decision: string;
   reason: string;
+  /** Hash of the previous event (chain.ts); null only for rows written before the chain existed. */
+  prevHash: string | null;
+  hash: string | null;
 }
 
 export interface IdempotencyKeysTable {

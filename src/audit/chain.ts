@@ -1,0 +1,41 @@
+import { createHash } from 'node:crypto';
+
+/** The fields of an audit event that its hash covers, in a fixed order. */
+export interface ChainedFields {
+  id: string;
+  time: string;
+  requestId: string | null;
+  subject: string | null;
+  clientId: string | null;
+  interface: string;
+  operation: string;
+  resourceType: string | null;
+  resourceId: string | null;
+  decision: string;
+  reason: string;
+}
+
+/** The hash before the first event. */
+export const GENESIS_HASH = '0'.repeat(64);
+
+/**
+ * Each event's hash covers its own fields and the previous event's hash, so changing, removing or
+ * reordering any stored event breaks every link after it (`npm run cli -- audit verify` finds the first).
+ */
+export function chainHash(prevHash: string, event: ChainedFields): string {
+  const canonical = JSON.stringify([
+    prevHash,
+    event.id,
+    event.time,
+    event.requestId,
+    event.subject,
+    event.clientId,
+    event.interface,
+    event.operation,
+    event.resourceType,
+    event.resourceId,
+    event.decision,
+    event.reason,
+  ]);
+  return createHash('sha256').update(canonical).digest('hex');
+}

@@ -1,0 +1,86 @@
+import { sql } from 'kysely';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { AuditLog, type AuditDecision } from '../../src/audit/audit-log.js';
+import { verifyAuditChain } from '../../src/audit/verify-chain.js';
+import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../helpers/databases.js';
+
+const silent = { info: () => {}, error: () => {} };
+
+function decision(i: number, overrides: Partial<AuditDecision> = {}): AuditDecision {
+  return {
+    requestId: `req-${i}`,
+    subject: `user-${i % 3}`,
+    clientId: 'app',
+    interface: 'rest',
+    operation: 'getPost',
+    resourceType: 'post',
+    resourceId: `post-${i}`,
+    decision: i % 2 === 0 ? 'allow' : 'deny',
+    reason: i % 2 === 0 ? 'resource' : 'scope',
+    ...overrides,
+  };
+}
+
+describe.each(DATABASE_KINDS)('audit chain on %s', (kind) => {
+  let t: TestDatabase;
+  beforeEach(async () => {
+    t = await createTestDatabase(kind);
+  });
+  afterEach(async () => {
+    await t.drop();
+  });
+
+  async function record(count: number, log = new AuditLog(t.db, silent, { maxBatch: 7, flushMs: 5 })): Promise<void> {
+    for (let i = 0; i < count; i++) log.record(decision(i));
+    await log.close();
+  }
+
+  async function disableAppendOnly(): Promise<void> {
+    if (kind === 'postgres') await sql`alter table audit_events disable trigger user`.execute(t.db.kysely);
+    else {
+      await sql`drop trigger audit_events_no_update`.execute(t.db.kysely);
+      await sql`drop trigger audit_events_no_delete`.execute(t.db.kysely);
+    }
+  }
+
+  it('writes every recorded event, in order, as a verifiable chain', async () => {
+    await record(25);
+    const rows = await t.db.kysely.selectFrom('auditEvents').selectAll().orderBy('seq').execute();
+    expect(rows.map((r) => r.requestId)).toEqual(Array.from({ length: 25 }, (_, i) => `req-${i}`));
+    expect(rows[0]!.prevHash).toBe('0'.repeat(64));
+    expect(rows[1]!.prevHash).toBe(rows[0]!.hash);
+    expect(await verifyAuditChain(t.db.kysely, 4)).toEqual({ ok: true, events: 25 });
+  });
+
+  it('refuses UPDATE and DELETE of audit events', async () => {
+    await record(3);
+    await expect(t.db.kysely.updateTable('auditEvents').set({ decision: 'allow' }).execute()).rejects.toThrow(/append-only/);
+    await expect(t.db.kysely.deleteFrom('auditEvents').execute()).rejects.toThrow(/append-only/);
+    if (kind === 'postgres') await expect(sql`truncate audit_events`.execute(t.db.kysely)).rejects.toThrow(/append-only/);
+    expect(await verifyAuditChain(t.db.kysely)).toEqual({ ok: true, events: 3 });
+  });
+
+  it('reports the first changed event', async () => {
+    await record(10);
+    await disableAppendOnly();
+    const rows = await t.db.kysely.selectFrom('auditEvents').select(['seq', 'id']).orderBy('seq').execute();
+    await t.db.kysely.updateTable('auditEvents').set({ decision: 'allow', reason: 'granted' }).where('seq', '=', rows[6]!.seq).execute();
+    await t.db.kysely.updateTable('auditEvents').set({ subject: 'someone-else' }).where('seq', '=', rows[8]!.seq).execute();
+    expect(await verifyAuditChain(t.db.kysely, 3)).toEqual({ ok: false, events: 7, brokenAt: { seq: rows[6]!.seq, id: rows[6]!.id, problem: 'hash' } });
+  });
+
+  it('reports a removed event at the link after it', async () => {
+    await record(10);
+    await disableAppendOnly();
+    const rows = await t.db.kysely.selectFrom('auditEvents').select(['seq', 'id']).orderBy('seq').execute();
+    await t.db.kysely.deleteFrom('auditEvents').where('seq', '=', rows[4]!.seq).execute();
+    expect(await verifyAuditChain(t.db.kysely)).toEqual({ ok: false, events: 5, brokenAt: { seq: rows[5]!.seq, id: rows[5]!.id, problem: 'link' } });
+  });
+
+  it('keeps one chain when several writers share the database', async () => {
+    const writers = [0, 1, 2].map(() => new AuditLog(t.db, silent, { maxBatch: 3, flushMs: 1 }));
+    for (let i = 0; i < 30; i++) writers[i % 3]!.record(decision(i));
+    await Promise.all(writers.map((w) => w.close()));
+    expect(await verifyAuditChain(t.db.kysely)).toEqual({ ok: true, events: 30 });
+  });
+});
