@@ -176,6 +176,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/audit-events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List audit events
+         * @description Returns one page of authorization decisions — allow and deny, with the check that decided — oldest first, filtered by subject, client, decision, operation and time when given. Events cannot be changed or removed; each carries a hash chained to the one before it.
+         */
+        get: operations["listAuditEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/clients": {
         parameters: {
             query?: never;
@@ -591,6 +611,42 @@ export interface components {
         /** @description One page of clients. */
         ClientList: {
             data: components["schemas"]["Client"][];
+            page: components["schemas"]["PageInfo"];
+        };
+        /** @description One authorization decision. */
+        AuditEvent: {
+            id: components["schemas"]["Id"];
+            time: components["schemas"]["Timestamp"];
+            /** @description The request's id (also sent as `X-Request-Id`). */
+            requestId: string | null;
+            /** @description The caller's subject (user id or client_id); null for anonymous callers. */
+            subject: string | null;
+            /** @description The OAuth client the caller's token was issued to; null for anonymous callers. */
+            clientId: string | null;
+            /**
+             * @description Which API the request came through.
+             * @enum {string}
+             */
+            interface: "rest" | "graphql";
+            /** @description The REST operationId or GraphQL `Type.field`. */
+            operation: string;
+            /** @description The type of the resource the operation targets, if any. */
+            resourceType: string | null;
+            /** @description The id of the resource the operation targets, if any. */
+            resourceId: string | null;
+            /** @enum {string} */
+            decision: "allow" | "deny";
+            /**
+             * @description The check that decided: `public`, `authenticated`, `granted` or `resource` for allows; `authentication`, `scope`, `role` or `resource` for denials.
+             * @enum {string}
+             */
+            reason: "public" | "authenticated" | "granted" | "resource" | "authentication" | "scope" | "role";
+            /** @description SHA-256 over this event and the previous event's hash (hex). */
+            hash: string;
+        };
+        /** @description One page of audit events. */
+        AuditEventList: {
+            data: components["schemas"]["AuditEvent"][];
             page: components["schemas"]["PageInfo"];
         };
         /** @description The caller as the policy layer sees it. */
@@ -1961,6 +2017,86 @@ export interface operations {
             404: components["responses"]["NotFound"];
             406: components["responses"]["NotAcceptable"];
             412: components["responses"]["PreconditionFailed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listAuditEvents: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Page size.
+                 * @example 20
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Opaque cursor from a previous page's `page.next`; returns the items after it. Stable while items are inserted. When present it takes precedence over `page`.
+                 * @example eyJpZCI6IjAxOGY2YjJiMTFhYTRjM2QifQ
+                 */
+                after?: components["parameters"]["After"];
+                /**
+                 * @description Only decisions about this subject (a user id, or a client's client_id).
+                 * @example 018f6b2d1e2a7c3b9d4e5f60718293a4
+                 */
+                subject?: string;
+                /**
+                 * @description Only decisions for tokens issued to this OAuth client_id.
+                 * @example reporting-service
+                 */
+                client?: string;
+                /**
+                 * @description Only allowed or only denied requests.
+                 * @example deny
+                 */
+                decision?: "allow" | "deny";
+                /**
+                 * @description Only decisions on this operation (a REST operationId or a GraphQL `Type.field`).
+                 * @example getPost
+                 */
+                operation?: string;
+                /**
+                 * @description Only decisions at or after this instant.
+                 * @example 2026-11-01T00:00:00.000Z
+                 */
+                since?: components["schemas"]["Timestamp"];
+                /**
+                 * @description Only decisions before this instant.
+                 * @example 2026-11-02T00:00:00.000Z
+                 */
+                until?: components["schemas"]["Timestamp"];
+            };
+            header?: {
+                /**
+                 * @description ETags of representations the client already has (`*` for any). When the current representation matches, the answer is `304 Not Modified` without a body.
+                 * @example "5d41402abc4b2a76b9719d911017c592"
+                 */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of audit events. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Link: components["headers"]["Link"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditEventList"];
+                };
+            };
+            304: components["responses"]["NotModified"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

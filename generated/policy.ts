@@ -35,7 +35,8 @@ export const policy: PolicyTable = {
     "create_client": "Register OAuth clients",
     "update_client": "Change OAuth client registrations",
     "delete_client": "Delete OAuth client registrations",
-    "read_schema": "Read the API schema (GraphQL SDL and introspection)"
+    "read_schema": "Read the API schema (GraphQL SDL and introspection)",
+    "read_audit": "Read the audit log"
   },
   "roles": {
     "admin": {
@@ -57,7 +58,8 @@ export const policy: PolicyTable = {
         "create_client",
         "update_client",
         "delete_client",
-        "read_schema"
+        "read_schema",
+        "read_audit"
       ]
     },
     "editor": {
@@ -447,6 +449,17 @@ export const policy: PolicyTable = {
         "param": "commentId",
         "action": "delete"
       },
+      "deprecated": false
+    },
+    "rest:listAuditEvents": {
+      "id": "rest:listAuditEvents",
+      "public": false,
+      "authenticated": false,
+      "scopes": [
+        "read:audit"
+      ],
+      "permission": "read_audit",
+      "resource": null,
       "deprecated": false
     },
     "rest:listClients": {

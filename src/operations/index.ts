@@ -1,3 +1,4 @@
+import * as auditEvents from './audit-events.js';
 import * as clients from './clients.js';
 import * as comments from './comments.js';
 import * as meta from './meta.js';
@@ -32,4 +33,5 @@ export const handlers: OperationHandlers = {
   getGraphqlSchema: meta.getGraphqlSchema,
   getAuthorization: meta.getAuthorization,
   getTokenInfo: meta.getTokenInfo,
+  listAuditEvents: auditEvents.listAuditEvents,
 };

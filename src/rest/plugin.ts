@@ -3,7 +3,7 @@ import { ApiError } from '../errors/registry.js';
 import { renderRestError } from '../errors/rest-renderer.js';
 import { handlers } from '../operations/index.js';
 import type { Handler } from '../operations/types.js';
-import type { AuditLog } from '../pipeline/audit-log.js';
+import type { AuditLog } from '../audit/audit-log.js';
 import type { Exchange } from '../pipeline/exchange.js';
 import { runPhase } from '../pipeline/rest-pipeline.js';
 import type { StageDeps } from '../pipeline/stages.js';
@@ -30,6 +30,9 @@ declare module 'fastify' {
     route?: RouteDefinition;
   }
 }
+
+/** For operations that declare no query parameters: any query parameter is unknown, hence a 400. */
+const NO_QUERY_PARAMETERS = { type: 'object', additionalProperties: false } as const;
 
 /** Registers one Fastify route per contract operation (under /v1 and unprefixed) and the REST pipeline. */
 export async function registerRest(app: FastifyInstance, deps: RestDeps): Promise<void> {
@@ -109,7 +112,7 @@ export async function registerRest(app: FastifyInstance, deps: RestDeps): Promis
         interface: 'rest',
         operation: ex.route.operationId,
         resourceType: ex.route.access.resource?.type ?? null,
-        resourceId: ex.route.access.resource ? (ex.params[ex.route.access.resource.param] ?? null) : null,
+        resourceId: auditableId(ex.route.access.resource ? ex.params[ex.route.access.resource.param] : undefined),
         decision: ex.decision.decision,
         reason: ex.decision.reason,
       });
@@ -127,7 +130,7 @@ export async function registerRest(app: FastifyInstance, deps: RestDeps): Promis
         scope.route({
           method: route.method,
           url,
-          schema: route.schema,
+          schema: { querystring: NO_QUERY_PARAMETERS, ...route.schema },
           config: { route },
           handler: async (request, reply) => {
             const ex = request.exchange!;
@@ -150,6 +153,13 @@ export async function registerRest(app: FastifyInstance, deps: RestDeps): Promis
       }
     }
   });
+}
+
+// A denial can come before validation: only a well-formed id goes into the audit record.
+const AUDITABLE_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
+function auditableId(id: string | undefined): string | null {
+  return id !== undefined && AUDITABLE_ID.test(id) ? id : null;
 }
 
 /** `expand[]=author` is accepted as a synonym of `expand=author`. */

@@ -1,0 +1,27 @@
+import { selectPage } from '../storage/paging.js';
+import { pageBody, pageRequest } from './resources.js';
+import type { Handler } from './types.js';
+
+const COLUMNS = [
+  'id', 'time', 'requestId', 'subject', 'clientId', 'interface', 'operation', 'resourceType', 'resourceId', 'decision', 'reason', 'hash',
+] as const;
+
+/** Stored times are ISO-8601 UTC with milliseconds; any RFC 3339 input is brought to that form to compare. */
+function normalizeInstant(value: string): string {
+  return new Date(value).toISOString();
+}
+
+export const listAuditEvents: Handler<'listAuditEvents'> = async ({ query }, { deps }) => {
+  const since = query.since === undefined ? undefined : normalizeInstant(query.since);
+  const until = query.until === undefined ? undefined : normalizeInstant(query.until);
+  const where = [
+    ...(query.subject ? [(eb: any) => eb('subject', '=', query.subject)] : []),
+    ...(query.client ? [(eb: any) => eb('clientId', '=', query.client)] : []),
+    ...(query.decision ? [(eb: any) => eb('decision', '=', query.decision)] : []),
+    ...(query.operation ? [(eb: any) => eb('operation', '=', query.operation)] : []),
+    ...(since ? [(eb: any) => eb('time', '>=', since)] : []),
+    ...(until ? [(eb: any) => eb('time', '<', until)] : []),
+  ];
+  const page = await selectPage<Record<string, unknown>>(deps.db, 'auditEvents', where, pageRequest(query), COLUMNS);
+  return { status: 200, body: pageBody(page.rows, page, query.limit ?? 20) as never };
+};

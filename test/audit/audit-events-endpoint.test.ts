@@ -1,0 +1,99 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp, type TestApp, type TestUser } from '../helpers/app.js';
+import { DATABASE_KINDS } from '../helpers/databases.js';
+
+describe.each(DATABASE_KINDS)('GET /v1/audit-events on %s', (kind) => {
+  let t: TestApp;
+  let admin: string;
+  let member: TestUser;
+  let memberToken: string;
+  let postId: string;
+
+  beforeAll(async () => {
+    t = await startTestApp(kind, { RATE_LIMIT_MAX: '10000' });
+    admin = await t.adminClientToken();
+    member = await t.createUser('member');
+    memberToken = await member.token();
+    const other = await t.createUser('member');
+    const draft = await t.request({ method: 'POST', url: '/v1/posts', token: await other.token(), body: { title: 'd', body: 'b', status: 'draft' } });
+    postId = draft.json().id;
+    await t.request({ url: `/v1/posts/${postId}`, token: memberToken }); // deny: resource
+    await t.request({ url: '/v1/posts', token: await member.token(['read:users']) }); // deny: scope
+    await t.request({ url: '/v1/posts', token: memberToken }); // allow
+    await t.app.audit.flush();
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it('lists decisions with the check that decided, filtered by subject and decision', async () => {
+    const res = await t.request({ url: `/v1/audit-events?subject=${member.id}&decision=deny`, token: admin });
+    expect(res.statusCode).toBe(200);
+    const { data, page } = res.json();
+    expect(page).toEqual({ limit: 20, next: null });
+    expect(data).toEqual([
+      {
+        id: expect.stringMatching(/^[0-9a-f]{32}$/),
+        time: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+        requestId: expect.any(String),
+        subject: member.id,
+        clientId: 'portcullis-admin',
+        interface: 'rest',
+        operation: 'getPost',
+        resourceType: 'post',
+        resourceId: postId,
+        decision: 'deny',
+        reason: 'resource',
+        hash: expect.stringMatching(/^[0-9a-f]{64}$/),
+      },
+      {
+        id: expect.any(String),
+        time: expect.any(String),
+        requestId: expect.any(String),
+        subject: member.id,
+        clientId: 'portcullis-admin',
+        interface: 'rest',
+        operation: 'listPosts',
+        resourceType: null,
+        resourceId: null,
+        decision: 'deny',
+        reason: 'scope',
+        hash: expect.stringMatching(/^[0-9a-f]{64}$/),
+      },
+    ]);
+  });
+
+  it('filters by operation, client and time, and pages with a cursor', async () => {
+    const byOperation = (await t.request({ url: `/v1/audit-events?operation=listPosts&subject=${member.id}`, token: admin })).json();
+    expect(byOperation.data.map((e: { reason: string }) => e.reason)).toEqual(['scope', 'granted']);
+    const none = await t.request({ url: '/v1/audit-events?client=nobody', token: admin });
+    expect(none.json()).toEqual({ data: [], page: { limit: 20, next: null } });
+    const future = await t.request({ url: '/v1/audit-events?since=2999-01-01T00:00:00Z', token: admin });
+    expect(future.json().data).toEqual([]);
+    const past = await t.request({ url: '/v1/audit-events?until=2000-01-01T00:00:00%2B02:00', token: admin });
+    expect(past.json().data).toEqual([]);
+    const first = (await t.request({ url: `/v1/audit-events?subject=${member.id}&limit=2`, token: admin })).json();
+    expect(first.data).toHaveLength(2);
+    const second = (await t.request({ url: `/v1/audit-events?subject=${member.id}&limit=2&after=${first.page.next}`, token: admin })).json();
+    expect(second.data.map((e: { operation: string }) => e.operation)).toEqual(['listPosts']);
+    expect(second.page.next).toBeNull();
+  });
+
+  it('is for admins with read:audit only', async () => {
+    const asMember = await t.request({ url: '/v1/audit-events', token: memberToken });
+    expect(asMember.statusCode).toBe(403);
+    expect(asMember.json()).toEqual({ error: { code: 'FORBIDDEN', message: 'Your role does not permit this action.' } });
+    const withoutScope = await t.request({ url: '/v1/audit-events', token: await t.adminClientToken('read:posts') });
+    expect(withoutScope.statusCode).toBe(403);
+    expect(withoutScope.json().error.code).toBe('INSUFFICIENT_SCOPE');
+    expect((await t.request({ url: '/v1/audit-events' })).statusCode).toBe(401);
+  });
+
+  it('has no operation that changes events', async () => {
+    for (const method of ['POST', 'PUT', 'DELETE']) {
+      const res = await t.request({ method, url: '/v1/audit-events', token: admin, body: {} });
+      expect(res.statusCode).toBe(405);
+      expect(res.headers.allow).toBe('GET, HEAD');
+    }
+  });
+});
