@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import YAML from 'yaml';
 import type { PolicySource } from './codegen/access-rule.js';
 import { emitGraphqlTypes, emitOpenApiTypes } from './codegen/emit-types.js';
+import { gatewayPolicy } from './codegen/gateway-policy.js';
 import { compileGraphqlAccess } from './codegen/graphql-access.js';
 import { compileResources } from './codegen/policy-table.js';
 import { ContractError, Problems } from './codegen/problems.js';
@@ -84,6 +85,7 @@ export async function generate(sources: ContractSources): Promise<Record<string,
 
   return {
     'openapi.json': `${JSON.stringify(published, null, 2)}\n`,
+    'gateway-policy.json': `${JSON.stringify(gatewayPolicy(routes), null, 2)}\n`,
     'openapi.d.ts': BANNER + (await emitOpenApiTypes(doc)),
     'graphql.ts': BANNER + (await emitGraphqlTypes(graphql.schema)),
     'routes.ts':

@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import fs from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { policy } from '../generated/policy.js';
@@ -58,6 +58,16 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+    // URLs the router cannot even parse (bad percent-encoding, an over-long path segment) get the API's
+    // error shape like every other refusal.
+    frameworkErrors(error, _request, reply) {
+      const rendered = renderRestError(
+        error.code === 'FST_ERR_BAD_URL' || error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+          ? new ApiError('VALIDATION_FAILED', 'The request URL is not valid: bad percent-encoding or a path segment over 200 characters.')
+          : error,
+      );
+      void (reply as unknown as FastifyReply).code(rendered.status).header('cache-control', 'no-store').send(rendered.body);
+    },
   });
   for (const name of config.developmentDefaults) {
     fastify.log.warn(`${name} is not set: using a development-only default (refused when NODE_ENV=production)`);

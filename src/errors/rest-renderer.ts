@@ -9,9 +9,25 @@ export interface RenderedError {
 /** Anything that is not an ApiError becomes a generic INTERNAL (or UNAVAILABLE) with no internals. */
 export function renderRestError(error: unknown): RenderedError {
   const api = toApiError(error);
-  const body: RenderedError['body'] = { error: { code: api.code, message: api.message } };
-  if (api.details && api.details.length > 0) body.error.details = api.details;
+  const body: RenderedError['body'] = { error: { code: api.code, message: printable(api.message) } };
+  if (api.details && api.details.length > 0) {
+    body.error.details = api.details.slice(0, MAX_DETAILS).map((d) => ({ path: printable(d.path), message: printable(d.message) }));
+  }
   return { status: api.status, headers: api.headers, body };
+}
+
+// The contract's Error schema: at most 100 details; texts of at most 1000 characters without control characters.
+const MAX_DETAILS = 100;
+const MAX_TEXT = 1000;
+
+/**
+ * Detail paths can carry client text (a property name), so control characters are shown escaped (`\u0000`)
+ * and over-long text is cut, keeping every error body within the contract.
+ */
+function printable(text: string): string {
+  const escaped = text.replace(/[\u0000-\u001f\u007f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  const chars = [...escaped];
+  return chars.length <= MAX_TEXT ? escaped : `${chars.slice(0, MAX_TEXT - 1).join('')}\u2026`;
 }
 
 export function toApiError(error: unknown): ApiError {
@@ -20,7 +36,12 @@ export function toApiError(error: unknown): ApiError {
   return new ApiError('INTERNAL', ERROR_CODES.INTERNAL.message, { cause: error });
 }
 
-const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'SQLITE_BUSY', '57P01', '57P03', '08006', '08001', '08003']);
+// PostgreSQL SQLSTATEs: 08xxx connection exceptions, 57P01-57P03 server shutting down or starting, 53300 too many
+// connections, 3D000 the configured database does not exist (dropped or not yet created): none is the request's fault.
+const UNAVAILABLE_CODES = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'SQLITE_BUSY',
+  '57P01', '57P02', '57P03', '53300', '3D000', '08006', '08001', '08003',
+]);
 
 /** A database or cache that cannot be reached is a 503, not a 500: the request may succeed later. */
 export function isUnavailable(error: unknown): boolean {

@@ -17,14 +17,14 @@ export interface Stage {
  * after `resource`; the response is serialised with the contract's schema and tagged (ETag); the audit
  * log records the decision when the response is sent.
  *
- *   negotiate -> authenticate -> rate-limit -> authorize -> (parse) -> reject-body-token
+ *   authenticate -> rate-limit -> negotiate -> authorize -> (parse) -> reject-body-token
  *   -> reject-invalid-text -> validate
  *   -> load-resource -> handle -> serialize -> audit
  */
 export const REST_PIPELINE: readonly Stage[] = [
-  { name: 'negotiate', phase: 'request', run: negotiate },
   { name: 'authenticate', phase: 'request', run: identify },
   { name: 'rate-limit', phase: 'request', run: limit },
+  { name: 'negotiate', phase: 'request', run: negotiate },
   { name: 'authorize', phase: 'request', run: authorizeOperation },
   { name: 'reject-body-token', phase: 'body', run: rejectBodyToken },
   { name: 'reject-invalid-text', phase: 'body', run: rejectInvalidText },

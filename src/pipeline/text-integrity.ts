@@ -1,3 +1,4 @@
+import { pointerToken } from '../errors/json-pointer.js';
 import { ApiError } from '../errors/registry.js';
 import type { Exchange } from './exchange.js';
 
@@ -9,8 +10,9 @@ function findInvalid(value: unknown, path: string, depth = 0): string | null {
   if (typeof value === 'string') return INVALID_TEXT.test(value) ? path : null;
   if (depth > 32 || value === null || typeof value !== 'object') return null;
   for (const [key, child] of Object.entries(value)) {
-    if (INVALID_TEXT.test(key)) return `${path}/${key}`;
-    const found = findInvalid(child, `${path}/${key}`, depth + 1);
+    const childPath = `${path}/${pointerToken(key)}`;
+    if (INVALID_TEXT.test(key)) return childPath;
+    const found = findInvalid(child, childPath, depth + 1);
     if (found !== null) return found;
   }
   return null;

@@ -21,7 +21,7 @@ export function fromFastifyError(error: unknown): unknown {
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return new ApiError('VALIDATION_FAILED', 'The Content-Length does not match the body.');
   }
-  if (e instanceof SyntaxError || (e.statusCode === 400 && /JSON|prototype|constructor/i.test(e.message ?? ''))) {
+  if (e instanceof SyntaxError || (e.statusCode === 400 && /JSON/i.test(e.message ?? ''))) {
     return new ApiError('VALIDATION_FAILED', 'The body is not valid JSON.');
   }
   if (e.statusCode === 400) return new ApiError('VALIDATION_FAILED');

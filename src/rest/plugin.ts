@@ -11,6 +11,7 @@ import { ANONYMOUS } from '../policy/principal.js';
 import { entityTag, matchesAny } from './entity-tag.js';
 import { fromFastifyError } from './error-response.js';
 import { runIdempotent, type HandlerResponse } from './idempotency.js';
+import { parseJsonBody } from './json-body.js';
 import { nextLink } from './link-header.js';
 import type { RouteDefinition } from './route-definition.js';
 import { serializerCompiler, serializerFor } from './serialization.js';
@@ -43,7 +44,7 @@ export async function registerRest(app: FastifyInstance, deps: RestDeps): Promis
     scope.setSerializerCompiler(serializerCompiler);
     // JSON only (and its vendor form); prototype-poisoning keys are refused, not stripped.
     scope.removeAllContentTypeParsers();
-    scope.addContentTypeParser(['application/json', VENDOR_TYPE], { parseAs: 'string' }, scope.getDefaultJsonParser('error', 'error'));
+    scope.addContentTypeParser(['application/json', VENDOR_TYPE], { parseAs: 'string' }, parseJsonBody);
     scope.decorateRequest('exchange', null);
 
     scope.addHook('onRequest', async (request) => {

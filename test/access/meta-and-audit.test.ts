@@ -29,7 +29,7 @@ const EDITOR_PERMISSIONS = [
 const ADMIN_PERMISSIONS = [
   'read_user', 'create_user', 'update_user', 'delete_user', 'read_post', 'create_post', 'update_post', 'delete_post',
   'read_comment', 'create_comment', 'update_comment', 'delete_comment', 'read_client', 'create_client',
-  'update_client', 'delete_client', 'read_schema',
+  'update_client', 'delete_client', 'read_schema', 'read_audit',
 ];
 
 function iso(epochSeconds: number): string {

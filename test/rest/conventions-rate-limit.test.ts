@@ -1,0 +1,134 @@
+import { describe, expect, it } from 'vitest';
+import { findClientByClientId, insertClient } from '../../src/storage/clients.js';
+import { newId, nowIso } from '../../src/storage/ids.js';
+import { ADMIN_CLIENT_ID, ALL_API_SCOPES, startTestApp, type TestApp } from '../helpers/app.js';
+import { DATABASE_KINDS } from '../helpers/databases.js';
+
+// A day-long window so that a test never straddles a window boundary (windows are aligned to the clock).
+const LIMITS = { RATE_LIMIT_MAX: '5', RATE_LIMIT_ANONYMOUS_MAX: '3', RATE_LIMIT_WINDOW: '86400' };
+
+type Res = Awaited<ReturnType<TestApp['request']>>;
+
+/** `"<policy>";r=<remaining>;t=<seconds>` -> its parts. */
+function parseRateLimit(res: Res): { policy: string; remaining: number; reset: number } {
+  const match = /^"([a-z]+)";r=(\d+);t=(\d+)$/.exec(String(res.headers.ratelimit));
+  expect(match, String(res.headers.ratelimit)).not.toBeNull();
+  return { policy: match![1]!, remaining: Number(match![2]), reset: Number(match![3]) };
+}
+
+function expectRateLimited(res: Res, policy: string) {
+  const { reset } = parseRateLimit(res);
+  expect(reset).toBeGreaterThan(0);
+  expect(reset).toBeLessThanOrEqual(86400);
+  expect({
+    status: res.statusCode,
+    retryAfter: res.headers['retry-after'],
+    policy: res.headers['ratelimit-policy'],
+    ratelimit: res.headers.ratelimit,
+    body: res.json(),
+  }).toEqual({
+    status: 429,
+    retryAfter: String(reset),
+    policy,
+    ratelimit: `${policy.split(';')[0]};r=0;t=${reset}`,
+    body: { error: { code: 'RATE_LIMITED', message: `Too many requests; retry in ${reset} s.` } },
+  });
+}
+
+async function withApp(kind: 'sqlite' | 'postgres', run: (t: TestApp) => Promise<void>) {
+  const t = await startTestApp(kind, LIMITS);
+  try {
+    await run(t);
+  } finally {
+    await t.close();
+  }
+}
+
+function anonymous(t: TestApp, ip: string, url = '/v1/rest'): Promise<Res> {
+  return t.app.fastify
+    .inject({ method: 'GET', url, remoteAddress: ip })
+    .then((r) => ({ statusCode: r.statusCode, headers: r.headers, body: r.body, json: () => JSON.parse(r.body) }));
+}
+
+describe.each(DATABASE_KINDS)('REST rate limits on %s', (kind) => {
+  it('sends RateLimit-Policy and RateLimit, and answers the 6th request of a client in the window with 429', async () => {
+    await withApp(kind, async (t) => {
+      const user = await t.createUser('member');
+      const token = await user.token();
+      for (let i = 1; i <= 5; i++) {
+        const res = await t.request({ url: `/v1/users/${user.id}`, token });
+        expect(res.statusCode).toBe(200);
+        expect(res.headers['ratelimit-policy']).toBe('"client";q=5;w=86400');
+        expect(parseRateLimit(res)).toMatchObject({ policy: 'client', remaining: 5 - i });
+      }
+      expectRateLimited(await t.request({ url: `/v1/users/${user.id}`, token }), '"client";q=5;w=86400');
+      // Writes are refused too, and refused before they run.
+      expectRateLimited(
+        await t.request({ method: 'POST', url: '/v1/posts', token, body: { title: 't', body: '', status: 'draft' } }),
+        '"client";q=5;w=86400',
+      );
+      const posts = await t.app.db.kysely.selectFrom('posts').selectAll().execute();
+      expect(posts).toEqual([]);
+    });
+  });
+
+  it('counts per client: another user of the same client shares the budget, another client does not', async () => {
+    await withApp(kind, async (t) => {
+      const first = await t.createUser('member');
+      const second = await t.createUser('member');
+      const admin = (await findClientByClientId(t.app.db.kysely, ADMIN_CLIENT_ID))!;
+      const other = await insertClient(t.app.db.kysely, { ...admin, id: newId(), clientId: 'other-client' }, nowIso());
+      const otherToken = (
+        await t.app.tokens.issueAccessToken({ client: other, subject: second.id, subjectType: 'user', scopes: ALL_API_SCOPES, grantType: 'authorization_code' })
+      ).accessToken;
+
+      const firstToken = await first.token();
+      for (let i = 0; i < 5; i++) expect((await t.request({ url: '/v1/posts', token: firstToken })).statusCode).toBe(200);
+      expectRateLimited(await t.request({ url: '/v1/posts', token: await second.token() }), '"client";q=5;w=86400');
+
+      const viaOther = await t.request({ url: '/v1/posts', token: otherToken });
+      expect(viaOther.statusCode).toBe(200);
+      expect(parseRateLimit(viaOther)).toMatchObject({ policy: 'client', remaining: 4 });
+    });
+  });
+
+  it('counts anonymous callers per IP address, separately from clients', async () => {
+    await withApp(kind, async (t) => {
+      for (let i = 1; i <= 3; i++) {
+        const res = await anonymous(t, '10.0.0.1');
+        expect(res.statusCode).toBe(200);
+        expect(res.headers['ratelimit-policy']).toBe('"anonymous";q=3;w=86400');
+        expect(parseRateLimit(res)).toMatchObject({ policy: 'anonymous', remaining: 3 - i });
+      }
+      expectRateLimited(await anonymous(t, '10.0.0.1'), '"anonymous";q=3;w=86400');
+      // Anonymous requests to protected operations count as well.
+      expectRateLimited(await anonymous(t, '10.0.0.1', '/v1/posts'), '"anonymous";q=3;w=86400');
+
+      const otherIp = await anonymous(t, '10.0.0.2');
+      expect(otherIp.statusCode).toBe(200);
+      expect(parseRateLimit(otherIp)).toMatchObject({ policy: 'anonymous', remaining: 2 });
+
+      // An authenticated client calling from the exhausted address has its own budget.
+      const user = await t.createUser('member');
+      const res = await t.app.fastify.inject({
+        method: 'GET',
+        url: '/v1/posts',
+        remoteAddress: '10.0.0.1',
+        headers: { authorization: `Bearer ${await user.token()}` },
+      });
+      expect(res.statusCode).toBe(200);
+      expect(res.headers['ratelimit-policy']).toBe('"client";q=5;w=86400');
+    });
+  });
+
+  it('counts requests with an invalid token against the address, so that guessing tokens is limited', async () => {
+    await withApp(kind, async (t) => {
+      for (let i = 0; i < 3; i++) {
+        const res = await t.request({ url: '/v1/posts', token: `guess-${i}` });
+        expect(res.statusCode).toBe(401);
+        expect(res.json()).toEqual({ error: { code: 'UNAUTHENTICATED', message: 'The access token is invalid, expired or revoked.' } });
+      }
+      expectRateLimited(await t.request({ url: '/v1/posts', token: 'guess-4' }), '"anonymous";q=3;w=86400');
+    });
+  });
+});
