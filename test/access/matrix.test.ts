@@ -1,0 +1,164 @@
+/**
+ * The authorization matrix, derived from the generated route and policy tables rather than written per
+ * operation: every operation x every role (and anonymous) x {required scopes present, absent} x {own
+ * resource, someone else's draft/published, missing}. The expected status comes from a small reference
+ * reading of the policy table below; adding an operation to the contract adds its rows.
+ */
+import fs from 'node:fs';
+import YAML from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { policy } from '../../generated/policy.js';
+import { routes } from '../../generated/routes.js';
+import type { Action, Condition } from '../../src/policy/table.js';
+import type { RouteDefinition } from '../../src/rest/route-definition.js';
+import { clientRow } from '../../src/storage/clients.js';
+import { newId, nowIso } from '../../src/storage/ids.js';
+import { ALL_API_SCOPES, startTestApp, type TestApp, type TestUser } from '../helpers/app.js';
+import { DATABASE_KINDS } from '../helpers/databases.js';
+
+/** Someone else's content (`others`) is a draft; `others-published` is readable by every role. */
+type Target = 'own' | 'others' | 'others-published' | 'missing' | 'none';
+type Row = Record<string, unknown>;
+interface Caller { id: string; role: string }
+
+const contract = YAML.parse(fs.readFileSync('openapi.yaml', 'utf8'));
+const ROLES = Object.keys(policy.roles);
+
+function targetsFor(route: RouteDefinition): Target[] {
+  const type = route.access.resource?.type;
+  if (!type) return ['none'];
+  if (type === 'client') return ['others', 'missing'];
+  if (type === 'user') return ['own', 'others', 'missing'];
+  return ['own', 'others', 'others-published', 'missing'];
+}
+
+/** The contract's request example, made unique where the database demands it. */
+function exampleBody(route: RouteDefinition): Row | undefined {
+  const op = contract.paths[route.path][route.method.toLowerCase()];
+  const example = op.requestBody?.content?.['application/json']?.example;
+  if (!example) return undefined;
+  const body: Row = structuredClone(example);
+  if ('email' in body) body.email = `matrix-${newId()}@example.com`;
+  delete body.clientId;
+  return body;
+}
+
+// --- reference reading of the policy table ---------------------------------------------------------
+function passes(type: string, action: Action, caller: Caller, row: Row, rows: Map<string, Row>): boolean {
+  const resource = policy.resources[type]!;
+  return (resource.rules[action] ?? []).some((condition: Condition) => {
+    if (condition === 'owner') return resource.owner !== null && row[resource.owner] === caller.id;
+    if ('role' in condition) return condition.role.includes(caller.role);
+    if ('field' in condition) return row[condition.field] === condition.equals;
+    const parent = rows.get(String(row[condition.via]));
+    return parent !== undefined && passes(condition.parent, action, caller, parent, rows);
+  });
+}
+
+function expectedOutcome(
+  route: RouteDefinition,
+  caller: Caller | null,
+  scopesPresent: boolean,
+  target: Row | null,
+  rows: Map<string, Row>,
+  body: Row | undefined,
+): { status: number; code?: string } {
+  const access = route.access;
+  if (access.public) return { status: route.successStatus };
+  if (caller === null) return { status: 401, code: 'UNAUTHENTICATED' };
+  if (!scopesPresent && access.scopes.length > 0) return { status: 403, code: 'INSUFFICIENT_SCOPE' };
+  if (access.authenticated) return { status: route.successStatus };
+  if (!policy.roles[caller.role]!.permissions.includes(access.permission!)) return { status: 403, code: 'FORBIDDEN' };
+  if (access.resource) {
+    if (target === null || !passes(access.resource.type, access.resource.action, caller, target, rows)) return { status: 404, code: 'NOT_FOUND' };
+    const guarded = policy.resources[access.resource.type]!.protectedFields;
+    for (const [field, roles] of Object.entries(guarded)) {
+      if (body && field in body && body[field] !== target[field] && !roles.includes(caller.role)) return { status: 403, code: 'FORBIDDEN' };
+    }
+  }
+  return { status: route.successStatus };
+}
+
+describe.each(DATABASE_KINDS)('authorization matrix on %s', (kind) => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp(kind, { RATE_LIMIT_MAX: '1000000' });
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  /** Inserts the resources a case needs and returns the target row plus every row by id. */
+  async function arrange(type: string | undefined, target: Target, me: TestUser, other: TestUser) {
+    const db = t.database.db.kysely;
+    const now = nowIso();
+    const rows = new Map<string, Row>();
+    const post = async (authorId: string, status: string) => {
+      const row = { id: newId(), authorId, title: 'matrix', body: 'b', status, createdAt: now, updatedAt: now };
+      await db.insertInto('posts').values(row).execute();
+      rows.set(row.id, row);
+      return row;
+    };
+    const comment = async (authorId: string, postId: string) => {
+      const row = { id: newId(), postId, authorId, body: 'c', createdAt: now, updatedAt: now };
+      await db.insertInto('comments').values(row).execute();
+      rows.set(row.id, row);
+      return row;
+    };
+    if (target === 'none') return { target: null, rows };
+    if (target === 'missing') return { target: null, rows, id: newId() };
+    const owner = target === 'own' ? me : other;
+    const status = target === 'others-published' ? 'published' : 'draft';
+    switch (type) {
+      case 'user': {
+        const row = { id: owner.id, role: owner.role, active: true, email: owner.email };
+        return { target: row, rows, id: owner.id };
+      }
+      case 'post': {
+        const row = await post(owner.id, status);
+        return { target: row, rows, id: row.id };
+      }
+      case 'comment': {
+        const parent = await post(owner.id, status);
+        const row = await comment(owner.id, parent.id);
+        return { target: row, rows, id: row.id };
+      }
+      case 'client': {
+        const row = { id: newId(), clientId: `matrix-${newId()}`, name: 'Matrix', type: 'confidential', secretHash: null, redirectUris: [], grantTypes: ['client_credentials'], scopes: ['read:posts'], role: 'member', accessTokenFormat: 'jwt' as const, accessTokenTtl: 600, firstParty: false, legacy: false };
+        await db.insertInto('clients').values(clientRow(row as never, now, now)).execute();
+        return { target: row as Row, rows, id: row.id };
+      }
+      default:
+        throw new Error(`no fixture for ${type}`);
+    }
+  }
+
+  function urlFor(route: RouteDefinition, me: TestUser, id: string | undefined): string {
+    return route.path.replace(/\{([^}]+)\}/g, (_m, name: string) => (route.access.resource?.param === name ? id! : me.id));
+  }
+
+  for (const route of routes) {
+    for (const role of [...ROLES, 'anonymous']) {
+      for (const scopesPresent of role === 'anonymous' ? [false] : [true, false]) {
+        for (const target of targetsFor(route)) {
+          const label = `${route.operationId} as ${role}${role === 'anonymous' ? '' : `, scopes ${scopesPresent ? 'present' : 'absent'}`}, target ${target}`;
+          it(label, async () => {
+            const me = await t.createUser(role === 'anonymous' ? 'member' : (role as never));
+            const other = await t.createUser('member');
+            const arranged = await arrange(route.access.resource?.type, target, me, other);
+            const scopes = scopesPresent ? route.access.scopes : ALL_API_SCOPES.filter((s) => !route.access.scopes.includes(s));
+            const token = role === 'anonymous' ? undefined : await me.token(scopes.length > 0 ? scopes : ALL_API_SCOPES);
+            const body = exampleBody(route);
+            const res = await t.request({ method: route.method, url: urlFor(route, me, arranged.id), token, body });
+            const caller = role === 'anonymous' ? null : { id: me.id, role };
+            const expected = expectedOutcome(route, caller, scopesPresent, arranged.target, arranged.rows, body);
+            expect({ status: res.statusCode, code: res.statusCode >= 400 ? res.json().error.code : undefined }, res.body).toEqual({
+              status: expected.status,
+              code: expected.code,
+            });
+          });
+        }
+      }
+    }
+  }
+});
