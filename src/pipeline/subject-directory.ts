@@ -10,28 +10,31 @@ export interface SubjectStatus {
 
 /**
  * Role and status of token subjects (users by id, clients by client_id), cached so that a hot token costs
- * no database read. `forget` is called the moment a user or client changes: a deactivated user's tokens
- * stop working at once.
+ * no database read. `forget` is called the moment a user or client changes through this process: its
+ * tokens stop working at once. A change made elsewhere (the CLI, another instance) is seen within
+ * `ttlMs`, because entries are re-read that often.
  */
 export class SubjectDirectory {
-  readonly #entries = new Map<string, SubjectStatus | null>();
+  readonly #entries = new Map<string, { status: SubjectStatus | null; expiresAt: number }>();
   /** Bumped by `forget`: a lookup that read the row before a change must not cache what it read. */
   #generation = 0;
 
   constructor(
     private readonly db: Kysely<Database>,
-    private readonly maxEntries = 10000,
+    private readonly options: { maxEntries?: number; ttlMs?: number; clock?: () => number } = {},
   ) {}
 
   async lookup(kind: 'user' | 'client', subject: string): Promise<SubjectStatus | null> {
     const key = `${kind}:${subject}`;
+    const now = (this.options.clock ?? Date.now)();
     const cached = this.#entries.get(key);
-    if (cached !== undefined) return cached;
+    if (cached !== undefined && cached.expiresAt > now) return cached.status;
     const generation = this.#generation;
     const status = kind === 'user' ? await this.#loadUser(subject) : await this.#loadClient(subject);
     if (generation !== this.#generation) return status;
-    if (this.#entries.size >= this.maxEntries) this.#entries.delete(this.#entries.keys().next().value!);
-    this.#entries.set(key, status);
+    this.#entries.delete(key);
+    if (this.#entries.size >= (this.options.maxEntries ?? 10_000)) this.#entries.delete(this.#entries.keys().next().value!);
+    this.#entries.set(key, { status, expiresAt: now + (this.options.ttlMs ?? 5000) });
     return status;
   }
 

@@ -1,0 +1,39 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { SubjectDirectory } from '../../src/pipeline/subject-directory.js';
+import { newId, nowIso } from '../../src/storage/ids.js';
+import { insertUser } from '../../src/storage/users.js';
+import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../helpers/databases.js';
+
+describe.each(DATABASE_KINDS)('subject directory on %s', (kind) => {
+  let t: TestDatabase;
+  beforeEach(async () => {
+    t = await createTestDatabase(kind);
+  });
+  afterEach(async () => {
+    await t.drop();
+  });
+
+  it('sees a change made by another process within its time to live, and no later read before then', async () => {
+    let now = 1_000_000;
+    const directory = new SubjectDirectory(t.db.kysely, { ttlMs: 5000, clock: () => now });
+    const id = newId();
+    await insertUser(t.db.kysely, { id, email: `${id}@example.com`, name: 'U', role: 'member', active: true, passwordHash: 'x' }, nowIso());
+    expect(await directory.lookup('user', id)).toEqual({ id, role: 'member', active: true });
+    // Another process (the CLI, another instance) deactivates the user: no forget() reaches this one.
+    await t.db.kysely.updateTable('users').set({ active: false }).where('id', '=', id).execute();
+    now += 4999;
+    expect(await directory.lookup('user', id)).toEqual({ id, role: 'member', active: true });
+    now += 2;
+    expect(await directory.lookup('user', id)).toEqual({ id, role: 'member', active: false });
+  });
+
+  it('forgets at once what this process changed', async () => {
+    const directory = new SubjectDirectory(t.db.kysely);
+    const id = newId();
+    await insertUser(t.db.kysely, { id, email: `${id}@example.com`, name: 'U', role: 'member', active: true, passwordHash: 'x' }, nowIso());
+    await directory.lookup('user', id);
+    await t.db.kysely.updateTable('users').set({ role: 'editor' }).where('id', '=', id).execute();
+    directory.forget(id);
+    expect(await directory.lookup('user', id)).toEqual({ id, role: 'editor', active: true });
+  });
+});
