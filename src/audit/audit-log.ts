@@ -1,4 +1,5 @@
-import { sql } from 'kysely';
+import { sql, type CompiledQuery, type Insertable, type Kysely } from 'kysely';
+import type { Database } from '../storage/schema.js';
 import type { Db } from '../storage/dialect.js';
 import { newId } from '../storage/ids.js';
 import { chainHash, GENESIS_HASH } from './chain.js';
@@ -23,6 +24,15 @@ export interface AuditLogger {
 
 type PendingEvent = AuditDecision & { id: string; time: string };
 
+const COLUMNS = [
+  'id', 'time', 'requestId', 'subject', 'clientId', 'interface', 'operation', 'resourceType', 'resourceId', 'decision', 'reason', 'prevHash', 'hash',
+] as const;
+
+function compileInsert(db: Kysely<Database>): CompiledQuery {
+  const template = Object.fromEntries(COLUMNS.map((column) => [column, ''])) as unknown as Insertable<Database['auditEvents']>;
+  return db.insertInto('auditEvents').values(template).compile();
+}
+
 /** Serialises chain extension across instances sharing one PostgreSQL database. */
 const CHAIN_LOCK = 0x706f7274; // "port"
 const MAX_PENDING = 10_000;
@@ -36,6 +46,7 @@ export class AuditLog {
   #pending: PendingEvent[] = [];
   #timer: NodeJS.Timeout | null = null;
   #flushing: Promise<void> = Promise.resolve();
+  #insert: CompiledQuery | null = null;
 
   constructor(
     private readonly db: Db,
@@ -69,12 +80,19 @@ export class AuditLog {
         const last = await trx.selectFrom('auditEvents').select('hash').orderBy('seq', 'desc').limit(1).executeTakeFirst();
         let prevHash = last?.hash ?? GENESIS_HASH;
         const rows = batch.map((event) => {
-          const hash = chainHash(prevHash, event);
-          const row = { ...event, prevHash, hash };
-          prevHash = hash;
+          const row = { ...event, prevHash, hash: chainHash(prevHash, event) };
+          prevHash = row.hash;
           return row;
         });
-        await trx.insertInto('auditEvents').values(rows).execute();
+        if (this.db.dialect === 'postgres') {
+          // One round trip for the batch.
+          await trx.insertInto('auditEvents').values(rows).execute();
+        } else {
+          // In-process SQLite has no round trips: a compiled single-row insert, run per event, is cheaper
+          // than building a new many-row insert for every batch.
+          const insert = (this.#insert ??= compileInsert(trx));
+          for (const row of rows) await trx.executeQuery({ ...insert, parameters: COLUMNS.map((column) => row[column]) });
+        }
       });
     } catch (error) {
       // The structured log line already carries every event; the database copy is retried with the next

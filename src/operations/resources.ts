@@ -1,4 +1,4 @@
-import type { Expression, ExpressionBuilder, SqlBool } from 'kysely';
+import type { CompiledQuery, Expression, ExpressionBuilder, Kysely, SqlBool } from 'kysely';
 import type { Principal } from '../policy/principal.js';
 import { evaluateRule, type LoadResource, type ResourceRow } from '../policy/resource-rule.js';
 import { compileRuleFilter } from '../policy/rule-filter.js';
@@ -33,13 +33,31 @@ function columnsFor(type: string): readonly string[] | undefined {
   return type === 'user' ? USER_COLUMNS : undefined;
 }
 
+const loadQueries = new WeakMap<Kysely<Database>, Map<string, CompiledQuery>>();
+
+/**
+ * The load-by-id query of a type, built and compiled once per database: it runs on every request that
+ * targets a resource, and building a Kysely query costs more than executing it.
+ */
+function compiledLoad(db: Kysely<Database>, type: string): CompiledQuery {
+  let queries = loadQueries.get(db);
+  if (!queries) loadQueries.set(db, (queries = new Map()));
+  let compiled = queries.get(type);
+  if (!compiled) {
+    let query = db.selectFrom(tableFor(type) as 'posts') as any;
+    const columns = columnsFor(type);
+    query = columns ? query.select(columns) : query.selectAll();
+    compiled = query.where('id', '=', '').compile() as CompiledQuery;
+    queries.set(type, compiled);
+  }
+  return compiled;
+}
+
 /** Loads one resource by id, or null when it does not exist. */
 export async function loadResource(deps: OperationDeps, type: string, id: string): Promise<ResourceRow | null> {
-  let query = deps.db.selectFrom(tableFor(type) as 'posts') as any;
-  const columns = columnsFor(type);
-  query = columns ? query.select(columns) : query.selectAll();
-  const row = await query.where('id', '=', id).executeTakeFirst();
-  return row ? toResource(type, row) : null;
+  const compiled = compiledLoad(deps.db, type);
+  const { rows } = await deps.db.executeQuery<Record<string, unknown>>({ ...compiled, parameters: [id] });
+  return rows[0] ? toResource(type, rows[0]) : null;
 }
 
 export function resourceLoader(deps: OperationDeps): LoadResource {
