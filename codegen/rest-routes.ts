@@ -104,7 +104,7 @@ function compileOperation(doc: OpenApiDocument, path: string, method: HttpMethod
     tag: op.tags?.[0] ?? 'default',
     summary: op.summary ?? '',
     deprecated: op.deprecated === true,
-    sunset: typeof op['x-sunset'] === 'string' ? op['x-sunset'] : null,
+    deprecationHeaders: deprecationHeaders(op, ctx),
     successStatus,
     successMediaType,
     expand,
@@ -124,4 +124,26 @@ function objectSchema(doc: OpenApiDocument, params: any[], headers: boolean, all
   // Unknown query parameters are errors (no silent mass assignment through the query string either);
   // headers are open because clients and proxies send many.
   return { type: 'object', properties, required, additionalProperties: headers };
+}
+
+/** RFC 9745 needs the date the deprecation took effect; RFC 8594's Sunset is optional. */
+function deprecationHeaders(op: any, ctx: Ctx): Record<string, string> {
+  const since = op['x-deprecated-since'];
+  const sunset = op['x-sunset'];
+  if (op.deprecated !== true) {
+    if (since !== undefined || sunset !== undefined) ctx.problems.add(ctx.file, ctx.where, 'x-deprecated-since / x-sunset need deprecated: true');
+    return {};
+  }
+  const sinceMs = Date.parse(String(since));
+  if (since === undefined || Number.isNaN(sinceMs)) {
+    ctx.problems.add(ctx.file, ctx.where, 'is deprecated but has no x-deprecated-since date (RFC 9745)');
+    return {};
+  }
+  const headers: Record<string, string> = { deprecation: `@${Math.floor(sinceMs / 1000)}` };
+  if (sunset !== undefined) {
+    const sunsetMs = Date.parse(String(sunset));
+    if (Number.isNaN(sunsetMs) || sunsetMs <= sinceMs) ctx.problems.add(ctx.file, ctx.where, 'x-sunset must be a date after x-deprecated-since');
+    else headers.sunset = new Date(sunsetMs).toUTCString();
+  }
+  return headers;
 }

@@ -181,10 +181,7 @@ function represent(ex: Exchange, request: FastifyRequest, reply: FastifyReply, p
   const status = reply.statusCode;
   const contentType = String(reply.getHeader('content-type') ?? '');
   if (ex.mediaType && contentType.includes('json')) reply.header('content-type', ex.mediaType);
-  if (ex.route.deprecated) {
-    reply.header('deprecation', 'true');
-    if (ex.route.sunset) reply.header('sunset', ex.route.sunset);
-  }
+  if (ex.route.deprecated) reply.headers(ex.route.deprecationHeaders);
   if (request.method !== 'GET' && request.method !== 'HEAD') {
     reply.header('cache-control', 'no-store');
     return payload;

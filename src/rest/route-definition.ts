@@ -17,8 +17,11 @@ export interface RouteDefinition {
   tag: string;
   summary: string;
   deprecated: boolean;
-  /** RFC 8594 Sunset date (HTTP-date) when the contract gives one with `x-sunset`. */
-  sunset: string | null;
+  /**
+   * Response headers of a deprecated operation, rendered at build time from `x-deprecated-since` and
+   * `x-sunset`: `Deprecation` (RFC 9745, `@<epoch seconds>`) and `Sunset` (RFC 8594, an HTTP-date).
+   */
+  deprecationHeaders: Record<string, string>;
   successStatus: number;
   /** Media type of the success response body, or null when it has none (204). */
   successMediaType: string | null;

@@ -129,3 +129,20 @@ describe('codegen keeps duplicated lists in step', () => {
     expect(problems).toEqual([expect.stringContaining('openapi.yaml: components.schemas.Scope: enum must list exactly the oauth2 scopes')]);
   });
 });
+
+describe('codegen: deprecation', () => {
+  it('renders Deprecation (RFC 9745) and Sunset (RFC 8594) headers for a deprecated operation', async () => {
+    const files = await generate(
+      withOpenapi((doc) => {
+        Object.assign(doc.paths['/v1/posts'].get, { deprecated: true, 'x-deprecated-since': '2026-01-01T00:00:00Z', 'x-sunset': '2026-07-01' });
+      }),
+    );
+    const route = (files['routes.ts']!.match(/"operationId": "listPosts"[\s\S]*?"deprecationHeaders": (\{[^}]*\})/) ?? [])[1];
+    expect(JSON.parse(route!)).toEqual({ deprecation: '@1767225600', sunset: 'Wed, 01 Jul 2026 00:00:00 GMT' });
+  });
+
+  it('refuses a deprecated operation without the date it was deprecated', async () => {
+    const problems = await problemsOf(withOpenapi((doc) => (doc.paths['/v1/posts'].get.deprecated = true)));
+    expect(problems).toEqual([expect.stringContaining('listPosts): is deprecated but has no x-deprecated-since date (RFC 9745)')]);
+  });
+});
