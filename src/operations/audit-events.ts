@@ -1,3 +1,4 @@
+import { whereCompare, whereEqual } from '../storage/filter-sql.js';
 import { selectPage } from '../storage/paging.js';
 import { pageBody, pageRequest } from './resources.js';
 import type { Handler } from './types.js';
@@ -15,12 +16,9 @@ export const listAuditEvents: Handler<'listAuditEvents'> = async ({ query }, { d
   const since = query.since === undefined ? undefined : normalizeInstant(query.since);
   const until = query.until === undefined ? undefined : normalizeInstant(query.until);
   const where = [
-    ...(query.subject ? [(eb: any) => eb('subject', '=', query.subject)] : []),
-    ...(query.client ? [(eb: any) => eb('clientId', '=', query.client)] : []),
-    ...(query.decision ? [(eb: any) => eb('decision', '=', query.decision)] : []),
-    ...(query.operation ? [(eb: any) => eb('operation', '=', query.operation)] : []),
-    ...(since ? [(eb: any) => eb('time', '>=', since)] : []),
-    ...(until ? [(eb: any) => eb('time', '<', until)] : []),
+    ...whereEqual({ subject: query.subject, clientId: query.client, decision: query.decision, operation: query.operation }),
+    ...whereCompare('time', '>=', since),
+    ...whereCompare('time', '<', until),
   ];
   const page = await selectPage<Record<string, unknown>>(deps.db, 'auditEvents', where, pageRequest(query), COLUMNS);
   return { status: 200, body: pageBody(page.rows, page, query.limit ?? 20) as never };

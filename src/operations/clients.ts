@@ -16,7 +16,7 @@ interface ClientSettings {
 }
 
 /** Rules a registration must satisfy beyond its schema (RFC 6749 §2, RFC 8252 §7.3, RFC 9700 §2.1). */
-function checkClientSettings(policy: PolicyTable, settings: ClientSettings): void {
+export function checkClientSettings(policy: PolicyTable, settings: ClientSettings): void {
   const details: ErrorDetail[] = [];
   settings.scopes.forEach((scope, i) => {
     if (!(scope in policy.scopes)) details.push({ path: `/body/scopes/${i}`, message: `unknown scope "${scope}"` });

@@ -1,3 +1,4 @@
+import { whereEqual } from '../storage/filter-sql.js';
 import { newId, nowIso } from '../storage/ids.js';
 import { expandAll, expandSet } from './expand.js';
 import { listReadable, pageBody, pageRequest } from './resources.js';
@@ -6,7 +7,7 @@ import type { Handler } from './types.js';
 
 export const listPostComments: Handler<'listPostComments'> = async ({ params, query }, { principal, deps }) => {
   // The post itself was loaded and its read rule checked by the pipeline (x-resource).
-  const page = await listReadable(deps, principal, 'comment', [(eb: any) => eb('postId', '=', params.postId)], pageRequest(query));
+  const page = await listReadable(deps, principal, 'comment', whereEqual({ postId: params.postId }), pageRequest(query));
   const data = await expandAll(deps, principal, 'comment', page.rows, expandSet(query.expand));
   return { status: 200, body: pageBody(data, page, query.limit ?? 20) as never };
 };

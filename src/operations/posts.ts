@@ -1,3 +1,4 @@
+import { whereEqual } from '../storage/filter-sql.js';
 import { newId, nowIso } from '../storage/ids.js';
 import { expandAll, expandSet } from './expand.js';
 import { listReadable, pageBody, pageRequest } from './resources.js';
@@ -11,10 +12,7 @@ export const listPosts: Handler<'listPosts'> = async ({ query }, { principal, de
     deps,
     principal,
     'post',
-    [
-      ...(query.status ? [(eb: any) => eb('status', '=', query.status)] : []),
-      ...(query.authorId ? [(eb: any) => eb('authorId', '=', query.authorId)] : []),
-    ],
+    whereEqual({ status: query.status, authorId: query.authorId }),
     pageRequest(query),
   );
   const data = await expandAll(deps, principal, 'post', page.rows, expandSet(query.expand));
@@ -26,7 +24,7 @@ export const listUserPosts: Handler<'listUserPosts'> = async ({ params, query },
     deps,
     principal,
     'post',
-    [(eb: any) => eb('authorId', '=', params.userId), ...(query.status ? [(eb: any) => eb('status', '=', query.status)] : [])],
+    whereEqual({ authorId: params.userId, status: query.status }),
     pageRequest(query),
   );
   const data = await expandAll(deps, principal, 'post', page.rows, expandSet(query.expand));

@@ -1,17 +1,16 @@
-import type { CompiledQuery, Expression, ExpressionBuilder, Kysely, SqlBool } from 'kysely';
+import type { CompiledQuery, ExpressionBuilder, Kysely } from 'kysely';
 import type { Principal } from '../policy/principal.js';
 import { evaluateRule, type LoadResource, type ResourceRow } from '../policy/resource-rule.js';
 import { compileRuleFilter } from '../policy/rule-filter.js';
 import type { Action } from '../policy/table.js';
 import { toClientRecord } from '../storage/clients.js';
-import { filterToSql } from '../storage/filter-sql.js';
+import { filterToSql, type Where } from '../storage/filter-sql.js';
 import { selectPage, type Page, type PageRequest } from '../storage/paging.js';
 import { tableFor } from '../storage/resource-tables.js';
 import type { Database } from '../storage/schema.js';
 import { toUserRecord } from '../storage/users.js';
 import type { OperationDeps } from './types.js';
 
-type Where = (eb: ExpressionBuilder<Database, keyof Database>) => Expression<SqlBool>;
 
 /** Domain shape of a stored row: booleans restored, JSON columns decoded, secrets removed. */
 export function toResource(type: string, row: Record<string, unknown>): ResourceRow {

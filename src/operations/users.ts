@@ -2,6 +2,7 @@ import { ApiError } from '../errors/registry.js';
 import { hashPassword } from '../oauth/passwords.js';
 import { forbiddenFieldChanges } from '../policy/protected-fields.js';
 import { newId, nowIso } from '../storage/ids.js';
+import { whereEqual } from '../storage/filter-sql.js';
 import { isUniqueViolation } from '../storage/unique-violation.js';
 import { listReadable, pageBody, pageRequest } from './resources.js';
 import type { Handler } from './types.js';
@@ -11,10 +12,7 @@ export const listUsers: Handler<'listUsers'> = async ({ query }, { principal, de
     deps,
     principal,
     'user',
-    [
-      ...(query.role ? [(eb: any) => eb('role', '=', query.role)] : []),
-      ...(query.active !== undefined ? [(eb: any) => eb('active', '=', query.active)] : []),
-    ],
+    whereEqual({ role: query.role, active: query.active }),
     pageRequest(query),
   );
   return { status: 200, body: pageBody(page.rows, page, query.limit ?? 20) as never };

@@ -29,3 +29,20 @@ export function filterToSql(eb: AnyBuilder, filter: RowFilter, qualifier?: strin
     }
   }
 }
+
+/** A condition on one row of whichever table a query reads. */
+export type Where = (eb: AnyBuilder) => Expression<SqlBool>;
+
+type Value = string | number | boolean;
+
+/** `field = value` for each field whose value is given (query filters: absent means "any"). */
+export function whereEqual(fields: Record<string, Value | undefined>): Where[] {
+  return Object.entries(fields)
+    .filter((entry): entry is [string, Value] => entry[1] !== undefined)
+    .map(([field, value]) => (eb) => eb(eb.ref(field as never), '=', value as never));
+}
+
+/** `field >= value` / `field < value` when the value is given (time ranges). */
+export function whereCompare(field: string, operator: '>=' | '<', value: Value | undefined): Where[] {
+  return value === undefined ? [] : [(eb) => eb(eb.ref(field as never), operator, value as never)];
+}

@@ -1,4 +1,5 @@
-import type { Expression, ExpressionBuilder, Kysely, SqlBool } from 'kysely';
+import type { Kysely } from 'kysely';
+import type { Where } from './filter-sql.js';
 import { ApiError } from '../errors/registry.js';
 import type { Database } from './schema.js';
 
@@ -37,7 +38,6 @@ export function decodeCursor(cursor: string): string {
   throw new ApiError('VALIDATION_FAILED', 'The cursor is not valid.', { details: [{ path: '/query/after', message: 'is not a cursor from this API' }] });
 }
 
-type Where = (eb: ExpressionBuilder<Database, keyof Database>) => Expression<SqlBool>;
 
 /**
  * One page of a table in id order (ids are time-ordered, so this is creation order). With `after`, the
