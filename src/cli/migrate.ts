@@ -1,21 +1,17 @@
-import { loadConfigOrExit } from '../config/config.js';
-import { openDb } from '../storage/dialect.js';
 import { migrateToLatest } from '../storage/migrate.js';
+import { EXIT_OK } from './cli-errors.js';
+import type { Command } from './command.js';
+import { writeLine } from './output.js';
 
-/** `npm run migrate`: applies pending migrations to the configured database and reports them. */
-async function main(): Promise<number> {
-  const config = loadConfigOrExit();
-  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
-  try {
+/** `portcullis migrate` (also `npm run migrate`): applies pending migrations and names them. */
+export const migrateCommand: Command = {
+  name: 'migrate',
+  summary: 'Apply pending database migrations',
+  options: {},
+  managesSchema: true,
+  async run(_input, { db }) {
     const applied = await migrateToLatest(db);
-    console.log(applied.length === 0 ? `${db.dialect}: already up to date` : `${db.dialect}: applied ${applied.join(', ')}`);
-    return 0;
-  } catch (error) {
-    console.error(`migration failed: ${error instanceof Error ? error.message : String(error)}`);
-    return 1;
-  } finally {
-    await db.close();
-  }
-}
-
-process.exitCode = await main();
+    writeLine(applied.length === 0 ? `${db.dialect}: already up to date` : `${db.dialect}: applied ${applied.join(', ')}`);
+    return EXIT_OK;
+  },
+};

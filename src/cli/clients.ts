@@ -1,0 +1,212 @@
+import type { Kysely } from 'kysely';
+import { policy } from '../../generated/policy.js';
+import { isApiError } from '../errors/registry.js';
+import { digestSecret, generateSecret } from '../oauth/secrets.js';
+import { checkClientSettings } from '../operations/clients.js';
+import { findClientByClientId, insertClient, toClientRecord, type ClientRecord, type ClientType, type ClientWithSecret, type TokenFormat } from '../storage/clients.js';
+import { newId, nowIso } from '../storage/ids.js';
+import type { Database } from '../storage/schema.js';
+import { isUniqueViolation } from '../storage/unique-violation.js';
+import { EXIT_OK } from './cli-errors.js';
+import { JSON_OPTION, type Command, type CommandGroup } from './command.js';
+import { checkContractInput, invalidOptions } from './contract-input.js';
+import { parseInteger } from './option-values.js';
+import { formatCount, writeJson, writeLine, writeTable } from './output.js';
+
+/** Contract field -> the option that sets it, for error messages. */
+const CLIENT_OPTIONS = {
+  clientId: 'client-id',
+  name: 'name',
+  type: 'type',
+  grantTypes: 'grant',
+  scopes: 'scope',
+  role: 'role',
+  redirectUris: 'redirect-uri',
+  accessTokenFormat: 'format',
+  accessTokenTtl: 'ttl',
+  firstParty: 'first-party',
+  legacy: 'legacy',
+} as const;
+
+interface ClientCreateBody {
+  clientId?: string;
+  name: string;
+  type: ClientType;
+  redirectUris: string[];
+  grantTypes: string[];
+  scopes: string[];
+  role: string;
+  accessTokenFormat: TokenFormat;
+  accessTokenTtl: number;
+  firstParty: boolean;
+  legacy: boolean;
+}
+
+/** What may be shown: everything but the secret digest. */
+function viewOf({ secretHash: _digest, ...client }: ClientWithSecret): ClientRecord {
+  return client;
+}
+
+async function findClientOrFail(db: Kysely<Database>, clientId: string): Promise<ClientWithSecret> {
+  const client = await findClientByClientId(db, clientId);
+  if (!client) throw new Error(`no client ${clientId}`);
+  return client;
+}
+
+/** POST /v1/clients's rules, both halves: the contract schema, then checkClientSettings (RFC 6749 §2 etc.). */
+function checkClientOptions(options: Record<string, unknown>): ClientCreateBody {
+  const body = checkContractInput<ClientCreateBody>(
+    'createClient',
+    'body',
+    {
+      name: options.name,
+      type: options.type,
+      grantTypes: options.grant,
+      scopes: options.scope,
+      role: options.role,
+      redirectUris: options['redirect-uri'] ?? [],
+      ...(options['client-id'] !== undefined ? { clientId: options['client-id'] } : {}),
+      ...(options.format !== undefined ? { accessTokenFormat: options.format } : {}),
+      ...(options.ttl !== undefined ? { accessTokenTtl: parseInteger('ttl', options.ttl) } : {}),
+      ...(options['first-party'] ? { firstParty: true } : {}),
+      ...(options.legacy ? { legacy: true } : {}),
+    },
+    CLIENT_OPTIONS,
+  );
+  try {
+    checkClientSettings(policy, body);
+  } catch (error) {
+    if (isApiError(error) && error.details) throw invalidOptions(error.details, CLIENT_OPTIONS);
+    throw error;
+  }
+  return body;
+}
+
+const createClientCommand: Command = {
+  name: 'create',
+  summary: 'Register an OAuth client; a confidential client\'s secret is printed once',
+  options: {
+    name: { type: 'string', value: 'NAME', required: true, description: 'display name' },
+    type: { type: 'string', value: 'TYPE', required: true, description: 'confidential or public' },
+    grant: { type: 'string', value: 'GRANT', multiple: true, required: true, description: 'grant type, e.g. client_credentials' },
+    scope: { type: 'string', value: 'SCOPE', multiple: true, required: true, description: 'a scope the client may request' },
+    role: { type: 'string', value: 'ROLE', required: true, description: 'role of its client-credentials tokens' },
+    'redirect-uri': { type: 'string', value: 'URI', multiple: true, description: 'exact redirect URI (authorization_code)' },
+    'client-id': { type: 'string', value: 'ID', description: 'client_id to use instead of a generated one' },
+    format: { type: 'string', value: 'jwt|opaque', description: 'access token format (default jwt)' },
+    ttl: { type: 'string', value: 'SECONDS', description: 'access token lifetime, 300..3600 (default 600)' },
+    'first-party': { type: 'boolean', description: 'mark as first-party' },
+    legacy: { type: 'boolean', description: 'allow the password grant when the server allows it too' },
+    json: JSON_OPTION,
+  },
+  async run({ options }, { db }) {
+    const body = checkClientOptions(options);
+    // Only the SHA-256 digest is stored (secrets.ts says why a slow hash is not needed here).
+    const secret = body.type === 'confidential' ? generateSecret() : null;
+    // The same generated form as POST /v1/clients when no client_id is given.
+    const clientId = body.clientId ?? `client-${newId()}`;
+    let client: ClientWithSecret;
+    try {
+      client = await insertClient(db.kysely, { ...body, id: newId(), clientId, secretHash: secret === null ? null : digestSecret(secret) }, nowIso());
+    } catch (error) {
+      if (isUniqueViolation(error)) throw new Error(`a client with client_id ${clientId} already exists`);
+      throw error;
+    }
+    if (options.json) {
+      // The shape of POST /v1/clients's 201 body.
+      writeJson({ ...viewOf(client), ...(secret === null ? {} : { clientSecret: secret }) });
+      return EXIT_OK;
+    }
+    writeLine(`created ${client.type} client ${client.clientId} (${client.name})`);
+    writeLine(`client_id: ${client.clientId}`);
+    if (secret !== null) writeLine(`client_secret: ${secret}\n(shown once: only its digest is stored)`);
+    return EXIT_OK;
+  },
+};
+
+const listClientsCommand: Command = {
+  name: 'list',
+  summary: 'List registered OAuth clients',
+  options: { json: JSON_OPTION },
+  async run({ options }, { db }) {
+    const rows = await db.kysely.selectFrom('clients').selectAll().orderBy('id').execute();
+    const clients = rows.map((row) => viewOf(toClientRecord(row)));
+    if (options.json) {
+      writeJson(clients);
+      return EXIT_OK;
+    }
+    writeTable(
+      clients.map((c) => ({
+        client_id: c.clientId,
+        name: c.name,
+        type: c.type,
+        role: c.role,
+        grants: c.grantTypes.join(','),
+        scopes: c.scopes.join(' '),
+        format: c.accessTokenFormat,
+        ttl: String(c.accessTokenTtl),
+        created: c.createdAt,
+      })),
+      ['client_id', 'name', 'type', 'role', 'grants', 'scopes', 'format', 'ttl', 'created'],
+    );
+    return EXIT_OK;
+  },
+};
+
+const rotateClientSecretCommand: Command = {
+  name: 'rotate-secret',
+  summary: 'Give a confidential client a new secret (printed once); the old one stops working',
+  positionals: ['<client_id>'],
+  options: {
+    'revoke-tokens': { type: 'boolean', description: 'also revoke the access tokens issued to the client (say, after a leak)' },
+    json: JSON_OPTION,
+  },
+  async run({ options, positionals }, { db }) {
+    const client = await findClientOrFail(db.kysely, positionals[0]!);
+    if (client.type !== 'confidential') throw new Error(`client ${client.clientId} is public: it has no secret to rotate`);
+    const secret = generateSecret();
+    const now = nowIso();
+    const revoked = await db.kysely.transaction().execute(async (trx) => {
+      await trx.updateTable('clients').set({ secretHash: digestSecret(secret), updatedAt: now }).where('id', '=', client.id).execute();
+      if (!options['revoke-tokens']) return 0;
+      const result = await trx.updateTable('accessTokens').set({ revokedAt: now }).where('clientId', '=', client.clientId).where('revokedAt', 'is', null).executeTakeFirst();
+      return Number(result.numUpdatedRows);
+    });
+    if (options.json) {
+      writeJson({ clientId: client.clientId, clientSecret: secret, revokedTokens: revoked });
+      return EXIT_OK;
+    }
+    writeLine(`client_id: ${client.clientId}`);
+    writeLine(`client_secret: ${secret}\n(shown once: only its digest is stored; the previous secret no longer works)`);
+    if (options['revoke-tokens']) writeLine(`revoked ${formatCount(revoked, 'access token')}`);
+    return EXIT_OK;
+  },
+};
+
+const deleteClientCommand: Command = {
+  name: 'delete',
+  summary: 'Delete a client and revoke its access tokens',
+  positionals: ['<client_id>'],
+  options: { json: JSON_OPTION },
+  async run({ options, positionals }, { db }) {
+    const client = await findClientOrFail(db.kysely, positionals[0]!);
+    // As DELETE /v1/clients/{id} does: revocation and deletion commit together.
+    const revoked = await db.kysely.transaction().execute(async (trx) => {
+      const result = await trx.updateTable('accessTokens').set({ revokedAt: nowIso() }).where('clientId', '=', client.clientId).where('revokedAt', 'is', null).executeTakeFirst();
+      await trx.deleteFrom('clients').where('id', '=', client.id).execute();
+      return Number(result.numUpdatedRows);
+    });
+    if (options.json) {
+      writeJson({ clientId: client.clientId, deleted: true, revokedTokens: revoked });
+      return EXIT_OK;
+    }
+    writeLine(`deleted client ${client.clientId}; revoked ${formatCount(revoked, 'access token')}`);
+    return EXIT_OK;
+  },
+};
+
+export const clientsGroup: CommandGroup = {
+  name: 'clients',
+  summary: 'Manage OAuth client registrations.',
+  commands: [createClientCommand, listClientsCommand, rotateClientSecretCommand, deleteClientCommand],
+};

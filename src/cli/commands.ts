@@ -1,0 +1,23 @@
+import { auditGroup } from './audit.js';
+import { clientsGroup } from './clients.js';
+import type { CommandGroup } from './command.js';
+import { keysGroup } from './keys.js';
+import { migrateCommand } from './migrate.js';
+import { usersGroup } from './users.js';
+
+/**
+ * Every command of the CLI, in the order help lists them. A group named '' holds top-level commands.
+ *
+ *   users    create | list | deactivate
+ *   clients  create | list | rotate-secret | delete
+ *   keys     list | rotate
+ *   audit    verify | tail
+ *   migrate
+ */
+export const COMMAND_GROUPS: readonly CommandGroup[] = [
+  usersGroup,
+  clientsGroup,
+  keysGroup,
+  auditGroup,
+  { name: '', summary: 'Database schema.', commands: [migrateCommand] },
+];

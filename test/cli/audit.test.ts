@@ -1,0 +1,97 @@
+import { sql } from 'kysely';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { AuditLog, type AuditDecision } from '../../src/audit/audit-log.js';
+import { DATABASE_KINDS } from '../helpers/databases.js';
+import { CLI_TEST_TIMEOUT, openCliDatabase, runCli, startCli, waitFor, type CliDatabase } from './cli-process.js';
+
+const silent = { info: () => {}, error: () => {} };
+
+function decision(i: number): AuditDecision {
+  return {
+    requestId: `req-${i}`,
+    subject: 'user-1',
+    clientId: 'app',
+    interface: 'rest',
+    operation: 'getPost',
+    resourceType: 'post',
+    resourceId: `post-${i}`,
+    decision: i % 2 === 0 ? 'allow' : 'deny',
+    reason: i % 2 === 0 ? 'granted' : 'scope',
+  };
+}
+
+describe.each(DATABASE_KINDS)('portcullis audit on %s', { timeout: CLI_TEST_TIMEOUT }, (kind) => {
+  let t: CliDatabase;
+  beforeEach(async () => {
+    t = await openCliDatabase(kind);
+  });
+  afterEach(async () => {
+    await t.close();
+  });
+
+  async function record(from: number, count: number): Promise<void> {
+    const log = new AuditLog(t.db, silent);
+    for (let i = from; i < from + count; i++) log.record(decision(i));
+    await log.close();
+  }
+
+  const events = () => t.db.kysely.selectFrom('auditEvents').selectAll().orderBy('seq').execute();
+
+  it('verify reports ok on an intact chain, then exit 1 naming the first changed event', async () => {
+    await record(0, 6);
+    expect(await runCli(['audit', 'verify'], t.env)).toEqual({ code: 0, stdout: 'ok: 6 events\n', stderr: '' });
+
+    // Only someone who can change the schema can rewrite history: lift the append-only triggers first.
+    if (kind === 'postgres') await sql`alter table audit_events disable trigger user`.execute(t.db.kysely);
+    else {
+      await sql`drop trigger audit_events_no_update`.execute(t.db.kysely);
+      await sql`drop trigger audit_events_no_delete`.execute(t.db.kysely);
+    }
+    const rows = await events();
+    const target = rows[3]!;
+    await t.db.kysely.updateTable('auditEvents').set({ decision: 'allow', reason: 'granted' }).where('seq', '=', target.seq).execute();
+
+    const broken = await runCli(['audit', 'verify'], t.env);
+    expect(broken).toEqual({
+      code: 1,
+      stdout: `broken: seq ${target.seq}, id ${target.id}, problem hash: its fields no longer produce its hash (the event was changed)\n`,
+      stderr: '',
+    });
+    const json = await runCli(['audit', 'verify', '--json'], t.env);
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.stdout)).toEqual({ ok: false, events: 4, brokenAt: { seq: target.seq, id: target.id, problem: 'hash' } });
+
+    // Removing an event breaks the link of the one after it.
+    await t.db.kysely.deleteFrom('auditEvents').where('seq', '<=', target.seq).where('seq', '>=', rows[1]!.seq).execute();
+    const removed = await runCli(['audit', 'verify'], t.env);
+    expect(removed.code).toBe(1);
+    expect(removed.stdout).toContain(`broken: seq ${rows[4]!.seq}, id ${rows[4]!.id}, problem link:`);
+  });
+
+  it('tail -n prints the last N events, oldest first, one JSON object per line', async () => {
+    await record(0, 5);
+    const rows = await events();
+    const result = await runCli(['audit', 'tail', '-n', '2'], t.env);
+    expect(result.code).toBe(0);
+    const lines = result.stdout.trimEnd().split('\n').map((line) => JSON.parse(line));
+    expect(lines).toEqual(rows.slice(3).map((row) => ({ ...row })));
+    expect(lines.map((e) => e.requestId)).toEqual(['req-3', 'req-4']);
+
+    const defaults = await runCli(['audit', 'tail'], t.env);
+    expect(defaults.stdout.trimEnd().split('\n')).toHaveLength(5);
+    expect((await runCli(['audit', 'tail', '-n', 'x'], t.env)).code).toBe(2);
+  });
+
+  it('tail --follow prints events written later and exits 0 on SIGTERM', async () => {
+    await record(0, 3);
+    const cli = startCli(['audit', 'tail', '-n', '1', '--follow'], t.env);
+    await waitFor(() => cli.stdout().includes('"req-2"'), 'the initial event');
+    await record(3, 2);
+    await waitFor(() => cli.stdout().includes('"req-4"'), 'the followed events');
+    cli.child.kill('SIGTERM');
+    const result = await cli.result;
+    expect(result.code).toBe(0);
+    expect(result.stderr).toBe('');
+    expect(result.stdout.trimEnd().split('\n').map((line) => JSON.parse(line).requestId)).toEqual(['req-2', 'req-3', 'req-4']);
+  });
+});
