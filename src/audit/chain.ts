@@ -1,19 +1,8 @@
 import { createHash } from 'node:crypto';
+import type { AuditEventsTable } from '../storage/schema.js';
 
-/** The fields of an audit event that its hash covers, in a fixed order. */
-export interface ChainedFields {
-  id: string;
-  time: string;
-  requestId: string | null;
-  subject: string | null;
-  clientId: string | null;
-  interface: string;
-  operation: string;
-  resourceType: string | null;
-  resourceId: string | null;
-  decision: string;
-  reason: string;
-}
+/** The fields of an audit event that its hash covers: all but its position and the chain itself. */
+export type ChainedFields = Omit<AuditEventsTable, 'seq' | 'prevHash' | 'hash'>;
 
 /** The hash before the first event. */
 export const GENESIS_HASH = '0'.repeat(64);

@@ -1,9 +1,10 @@
 import type { Kysely } from 'kysely';
+import type { components } from '../../generated/openapi.js';
 import { policy } from '../../generated/policy.js';
 import { isApiError } from '../errors/registry.js';
 import { digestSecret, generateSecret } from '../oauth/secrets.js';
 import { checkClientSettings } from '../operations/clients.js';
-import { findClientByClientId, insertClient, toClientRecord, type ClientRecord, type ClientType, type ClientWithSecret, type TokenFormat } from '../storage/clients.js';
+import { findClientByClientId, insertClient, toClientRecord, type ClientRecord, type ClientWithSecret } from '../storage/clients.js';
 import { newId, nowIso } from '../storage/ids.js';
 import type { Database } from '../storage/schema.js';
 import { isUniqueViolation } from '../storage/unique-violation.js';
@@ -28,19 +29,9 @@ const CLIENT_OPTIONS = {
   legacy: 'legacy',
 } as const;
 
-interface ClientCreateBody {
-  clientId?: string;
-  name: string;
-  type: ClientType;
-  redirectUris: string[];
-  grantTypes: string[];
-  scopes: string[];
-  role: string;
-  accessTokenFormat: TokenFormat;
-  accessTokenTtl: number;
-  firstParty: boolean;
-  legacy: boolean;
-}
+/** The contract's ClientCreate after validation, which fills in every default (clientId stays optional). */
+type ClientCreate = components['schemas']['ClientCreate'];
+type ClientCreateBody = Required<Omit<ClientCreate, 'clientId'>> & Pick<ClientCreate, 'clientId'>;
 
 /** What may be shown: everything but the secret digest. */
 function viewOf({ secretHash: _digest, ...client }: ClientWithSecret): ClientRecord {

@@ -24,12 +24,10 @@ function cursorOf(payload: unknown): string {
 describe.each(DATABASE_KINDS)('REST collections (paging) on %s', (kind) => {
   let t: TestApp;
   let token: string;
-  let authorId: string;
 
   beforeAll(async () => {
     t = await startTestApp(kind);
     const editor = await t.createUser('editor');
-    authorId = editor.id;
     token = await editor.token();
     for (let i = 1; i <= 45; i++) {
       await createPost(`Post ${i}`, i % 3 === 0 ? 'draft' : 'published');
