@@ -1,7 +1,8 @@
 /**
  * `npm run bench`: the full REST pipeline against a bare Fastify route, in one run, on one machine.
  * Each server runs in its own process pinned to CPU 1; the load generator (autocannon, 50 connections)
- * runs here, pinned to CPU 0. Reports requests/s, p50/p99 latency, server CPU time per request, and
+ * runs here, pinned to CPU 0. The pipeline runs with LOG_LEVEL=warn (audit events still go to the database),
+ * and once more with the default LOG_LEVEL=info (request and audit log lines on stdout). Reports requests/s, p50/p99 latency, server CPU time per request, and
  * the pipeline/bare ratios. BENCH_DURATION (seconds, default 10) sets each measurement's length.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -28,15 +29,20 @@ interface Server {
   info: Record<string, any>;
 }
 
-async function startServer(script: string, args: string[] = []): Promise<Server> {
+async function startServer(script: string, args: string[] = [], env: Record<string, string> = {}): Promise<Server> {
   const command = HAS_TASKSET ? 'taskset' : process.execPath;
   const argv = [...(HAS_TASKSET ? ['-c', '1', process.execPath] : []), '--import', 'tsx', script, ...args];
-  const child = spawn(command, argv, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, NODE_ENV: 'production', ISSUER: 'https://bench.invalid', KEY_ENCRYPTION_SECRET: 'bench-key-encryption-secret-0123456789abcdef' } });
+  const child = spawn(command, argv, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env, NODE_ENV: 'production', ISSUER: 'https://bench.invalid', KEY_ENCRYPTION_SECRET: 'bench-key-encryption-secret-0123456789abcdef' } });
   const line = await new Promise<string>((resolve, reject) => {
-    readline.createInterface({ input: child.stdout! }).once('line', resolve);
+    // The server's log lines share stdout; its `{"bench": ...}` line says where it listens. Every line is
+    // read, so that a server that logs never blocks on a full pipe.
+    const lines = readline.createInterface({ input: child.stdout! });
+    lines.on('line', (line) => {
+      if (line.startsWith('{"bench":')) resolve(line);
+    });
     child.once('exit', (code) => reject(new Error(`${script} exited with ${code}`)));
   });
-  return { child, info: JSON.parse(line) };
+  return { child, info: (JSON.parse(line) as { bench: Record<string, any> }).bench };
 }
 
 /** User + system CPU time of a process, in milliseconds (Linux /proc). */
@@ -78,7 +84,8 @@ async function stop(server: Server): Promise<void> {
   await exited;
 }
 
-const pipeline = await startServer('bench/servers/pipeline.ts');
+const pipeline = await startServer('bench/servers/pipeline.ts', [], { LOG_LEVEL: 'warn' });
+const logging = await startServer('bench/servers/pipeline.ts', [], { LOG_LEVEL: 'info' });
 const bare = await startServer('bench/servers/bare.ts', [JSON.stringify(pipeline.info.post)]);
 const path = `/v1/posts/${pipeline.info.post.id}`;
 
@@ -87,7 +94,11 @@ try {
   results.push(await measure('bare Fastify route', bare, path, {}));
   results.push(await measure('pipeline, JWT', pipeline, path, { authorization: `Bearer ${pipeline.info.jwt}` }));
   results.push(await measure('pipeline, opaque token', pipeline, path, { authorization: `Bearer ${pipeline.info.opaque}` }));
+  results.push(
+    await measure('pipeline, JWT, LOG_LEVEL=info', logging, `/v1/posts/${logging.info.post.id}`, { authorization: `Bearer ${logging.info.jwt}` }),
+  );
 } finally {
+  await stop(logging);
   await stop(pipeline);
   await stop(bare);
 }

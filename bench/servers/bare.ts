@@ -12,5 +12,5 @@ const app = Fastify({ logger: false });
 app.get('/v1/posts/:postId', { schema: { response: { 200: getPost.schema.response['200'] } } }, async () => post);
 await app.listen({ host: '127.0.0.1', port: 0 });
 const { port } = app.server.address() as { port: number };
-process.stdout.write(`${JSON.stringify({ port })}\n`);
+process.stdout.write(`${JSON.stringify({ bench: { port } })}\n`);
 process.on('SIGTERM', () => void app.close().then(() => process.exit(0)));

@@ -41,7 +41,7 @@ const issue = async (format: 'jwt' | 'opaque') =>
 
 await app.fastify.listen({ host: '127.0.0.1', port: 0 });
 const { port } = app.fastify.server.address() as { port: number };
-process.stdout.write(`${JSON.stringify({ port, post, jwt: await issue('jwt'), opaque: await issue('opaque') })}\n`);
+process.stdout.write(`${JSON.stringify({ bench: { port, post, jwt: await issue('jwt'), opaque: await issue('opaque') } })}\n`);
 process.on('SIGTERM', () => {
   void app.close().then(() => {
     fs.rmSync(dataDir, { recursive: true, force: true });
