@@ -105,7 +105,17 @@ describe('server process', () => {
       role: 'admin',
     });
     expect((await fetch(`${server.base}/readyz`)).status).toBe(200);
-    // Secrets never reach the log.
+    // Every decision is a structured log line for a log pipeline to ship (written once the response is sent)...
+    for (let i = 0; i < 50 && !server.output().includes('"operation":"getAuthorization"'); i++) await new Promise((r) => setTimeout(r, 50));
+    const decisions = server
+      .output()
+      .split('\n')
+      .filter((line) => line.includes('"msg":"access.decided"'))
+      .map((line) => JSON.parse(line).audit);
+    expect(decisions).toContainEqual(
+      expect.objectContaining({ operation: 'getAuthorization', decision: 'allow', reason: 'authenticated', subject: bootstrap.clients.admin.client_id }),
+    );
+    // ...and secrets never reach the log.
     expect(server.output()).not.toContain(bootstrap.clients.admin.client_secret);
     expect(server.output()).not.toContain(bootstrap.admin.password);
     expect(server.output()).not.toContain(token);
