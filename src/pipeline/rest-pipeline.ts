@@ -19,7 +19,7 @@ export interface Stage {
  *
  *   authenticate -> rate-limit -> negotiate -> authorize -> (parse) -> reject-body-token
  *   -> reject-invalid-text -> validate
- *   -> load-resource -> handle -> serialize -> audit
+ *   -> load-resource -> handle -> serialize (rest/representation.ts) -> audit (record-decision.ts)
  */
 export const REST_PIPELINE: readonly Stage[] = [
   { name: 'authenticate', phase: 'request', run: identify },

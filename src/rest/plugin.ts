@@ -1,20 +1,22 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../errors/registry.js';
 import { renderRestError } from '../errors/rest-renderer.js';
 import { handlers } from '../operations/index.js';
 import type { Handler } from '../operations/types.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import type { Exchange } from '../pipeline/exchange.js';
+import { recordDecision } from '../pipeline/record-decision.js';
 import { runPhase } from '../pipeline/rest-pipeline.js';
 import type { StageDeps } from '../pipeline/stages.js';
 import { ANONYMOUS } from '../policy/principal.js';
-import { entityTag, matchesAny } from './entity-tag.js';
+import { matchesAny } from './entity-tag.js';
 import { fromFastifyError } from './error-response.js';
 import { runIdempotent, type HandlerResponse } from './idempotency.js';
 import { parseJsonBody } from './json-body.js';
 import { nextLink } from './link-header.js';
 import type { RouteDefinition } from './route-definition.js';
-import { serializerCompiler, serializerFor } from './serialization.js';
+import { represent, representationTagger } from './representation.js';
+import { serializerCompiler } from './serialization.js';
 import { validatorCompiler } from './validation.js';
 import { VENDOR_TYPE } from './versioning.js';
 
@@ -103,20 +105,7 @@ export async function registerRest(app: FastifyInstance, deps: RestDeps): Promis
     });
 
     scope.addHook('onResponse', async (request) => {
-      const ex = request.exchange;
-      if (!ex?.decision) return;
-      const principal = ex.principal;
-      deps.audit.record({
-        requestId: ex.requestId,
-        subject: principal.kind === 'anonymous' ? null : principal.subject,
-        clientId: principal.kind === 'anonymous' ? null : principal.clientId,
-        interface: 'rest',
-        operation: ex.route.operationId,
-        resourceType: ex.route.access.resource?.type ?? null,
-        resourceId: auditableId(ex.route.access.resource ? ex.params[ex.route.access.resource.param] : undefined),
-        decision: ex.decision.decision,
-        reason: ex.decision.reason,
-      });
+      if (request.exchange) recordDecision(request.exchange, deps.audit);
     });
 
     scope.setErrorHandler(async (error, request, reply) => {
@@ -156,13 +145,6 @@ export async function registerRest(app: FastifyInstance, deps: RestDeps): Promis
   });
 }
 
-// A denial can come before validation: only a well-formed id goes into the audit record.
-const AUDITABLE_ID = /^[A-Za-z0-9_-]{1,64}$/;
-
-function auditableId(id: string | undefined): string | null {
-  return id !== undefined && AUDITABLE_ID.test(id) ? id : null;
-}
-
 /** `expand[]=author` is accepted as a synonym of `expand=author`. */
 function mergeBracketExpand(query: Record<string, unknown>): void {
   if (!query || !('expand[]' in query)) return;
@@ -174,44 +156,4 @@ function mergeBracketExpand(query: Record<string, unknown>): void {
 
 function toArray(value: unknown): unknown[] {
   return value === undefined ? [] : Array.isArray(value) ? value : [value];
-}
-
-/** Caching headers, vendor media type, and ETag / If-None-Match on every successful GET. */
-function represent(ex: Exchange, request: FastifyRequest, reply: FastifyReply, payload: unknown): unknown {
-  const status = reply.statusCode;
-  const contentType = String(reply.getHeader('content-type') ?? '');
-  if (ex.mediaType && contentType.includes('json')) reply.header('content-type', ex.mediaType);
-  if (ex.route.deprecated) reply.headers(ex.route.deprecationHeaders);
-  if (request.method !== 'GET' && request.method !== 'HEAD') {
-    reply.header('cache-control', 'no-store');
-    return payload;
-  }
-  if (status >= 300) {
-    reply.header('cache-control', 'no-store');
-    return payload;
-  }
-  reply.header('cache-control', ex.principal.kind === 'anonymous' ? 'public, no-cache' : 'private, no-cache');
-  if (status === 200 && (typeof payload === 'string' || Buffer.isBuffer(payload))) {
-    const tag = entityTag(payload);
-    reply.header('etag', tag);
-    if (matchesAny(request.headers['if-none-match'], tag, true)) {
-      reply.code(304);
-      reply.removeHeader('content-type');
-      reply.removeHeader('content-length');
-      return '';
-    }
-  }
-  return payload;
-}
-
-/**
- * The ETag a GET of this resource would carry: the resource rendered with the GET operation's response
- * serialiser, hashed the same way. Used to evaluate If-Match on PUT and DELETE.
- */
-function representationTagger(routes: readonly RouteDefinition[]) {
-  const getRoutes = new Map(routes.filter((r) => r.method === 'GET').map((r) => [r.path, r]));
-  return (route: RouteDefinition, resource: Record<string, unknown>): string | null => {
-    const schema = getRoutes.get(route.path)?.schema.response['200'];
-    return schema ? entityTag(serializerFor(schema)(resource)) : null;
-  };
 }
