@@ -28,9 +28,12 @@ const COLUMNS = [
   'id', 'time', 'requestId', 'subject', 'clientId', 'interface', 'operation', 'resourceType', 'resourceId', 'decision', 'reason', 'prevHash', 'hash',
 ] as const;
 
-function compileInsert(db: Kysely<Database>): CompiledQuery {
+/** Rows per INSERT statement: 50 x 13 parameters stays far below SQLite's and PostgreSQL's limits. */
+const CHUNK = 50;
+
+function compileInsert(db: Kysely<Database>, rows: number): CompiledQuery {
   const template = Object.fromEntries(COLUMNS.map((column) => [column, ''])) as unknown as Insertable<Database['auditEvents']>;
-  return db.insertInto('auditEvents').values(template).compile();
+  return db.insertInto('auditEvents').values(Array.from({ length: rows }, () => template)).compile();
 }
 
 /** Serialises chain extension across instances sharing one PostgreSQL database. */
@@ -46,7 +49,7 @@ export class AuditLog {
   #pending: PendingEvent[] = [];
   #timer: NodeJS.Timeout | null = null;
   #flushing: Promise<void> = Promise.resolve();
-  #insert: CompiledQuery | null = null;
+  readonly #inserts = new Map<number, CompiledQuery>();
 
   constructor(
     private readonly db: Db,
@@ -84,14 +87,12 @@ export class AuditLog {
           prevHash = row.hash;
           return row;
         });
-        if (this.db.dialect === 'postgres') {
-          // One round trip for the batch.
-          await trx.insertInto('auditEvents').values(rows).execute();
-        } else {
-          // In-process SQLite has no round trips: a compiled single-row insert, run per event, is cheaper
-          // than building a new many-row insert for every batch.
-          const insert = (this.#insert ??= compileInsert(trx));
-          for (const row of rows) await trx.executeQuery({ ...insert, parameters: COLUMNS.map((column) => row[column]) });
+        // Multi-row inserts of at most CHUNK rows, each shape compiled once: building a Kysely query per
+        // batch, or running one statement per row, would cost more than the write itself.
+        for (let start = 0; start < rows.length; start += CHUNK) {
+          const chunk = rows.slice(start, start + CHUNK);
+          const insert = this.#insertFor(trx, chunk.length);
+          await trx.executeQuery({ ...insert, parameters: chunk.flatMap((row) => COLUMNS.map((column) => row[column])) });
         }
       });
     } catch (error) {
@@ -103,6 +104,15 @@ export class AuditLog {
         this.#timer ??= setTimeout(() => void this.flush(), this.options.flushMs * 4);
       }
     }
+  }
+
+  #insertFor(db: Kysely<Database>, rows: number): CompiledQuery {
+    let insert = this.#inserts.get(rows);
+    if (!insert) {
+      insert = compileInsert(db, rows);
+      this.#inserts.set(rows, insert);
+    }
+    return insert;
   }
 
   async close(): Promise<void> {
