@@ -13,6 +13,7 @@ import { registerOAuth } from './oauth/routes.js';
 import { TokenService } from './oauth/tokens/token-service.js';
 import type { OperationDeps } from './operations/types.js';
 import { AuditLog } from './audit/audit-log.js';
+import { startMaintenance } from './maintenance/purge-expired.js';
 import { SubjectDirectory } from './pipeline/subject-directory.js';
 import { allowedMethodsFinder } from './rest/method-not-allowed.js';
 import { registerRest } from './rest/plugin.js';
@@ -83,6 +84,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const tokens = new TokenService({ db, config, keys });
   const subjects = new SubjectDirectory(db.kysely);
   const audit = new AuditLog(db, fastify.log);
+  const maintenance = startMaintenance(db, fastify.log);
 
   const published = JSON.parse(fs.readFileSync(PUBLISHED_SPEC, 'utf8')) as Record<string, unknown>;
   published.servers = [{ url: config.issuer, description: 'This server' }];
@@ -156,6 +158,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     async close() {
       // Stop taking requests and drain in-flight ones, then flush the audit log, then the database.
       await fastify.close();
+      await maintenance.stop();
       await audit.close();
       if (!options.db) await db.close();
     },

@@ -5,15 +5,12 @@ import type { Exchange } from '../pipeline/exchange.js';
 import {
   claimIdempotencyKey,
   completeIdempotencyKey,
-  purgeExpiredIdempotencyKeys,
   releaseIdempotencyKey,
 } from '../storage/idempotency-keys.js';
 import type { Database } from '../storage/schema.js';
 
 const RETENTION_MS = 24 * 3600 * 1000;
-// Expired keys are removed by the first keyed request after each interval, not by a timer of their own.
-const PURGE_INTERVAL_MS = 10 * 60 * 1000;
-let lastPurge = 0;
+// Expired keys are replaced when reused and removed by the maintenance job (src/maintenance/).
 
 export interface HandlerResponse {
   status: number;
@@ -38,10 +35,6 @@ export async function runIdempotent(
   const scope = `${ex.principal.clientId} ${ex.principal.subject}`;
   const requestHash = createHash('sha256').update(`${ex.route.operationId}\n${ex.path}\n${JSON.stringify(ex.body ?? null)}`).digest('hex');
   const now = Date.now();
-  if (now - lastPurge > PURGE_INTERVAL_MS) {
-    lastPurge = now;
-    await purgeExpiredIdempotencyKeys(db, new Date(now).toISOString());
-  }
   const existing = await claimIdempotencyKey(db, {
     scope,
     key,

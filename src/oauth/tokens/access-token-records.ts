@@ -23,3 +23,8 @@ export async function findAccessTokenByHash(db: Kysely<Database>, tokenHash: str
 export async function markAccessTokenRevoked(db: Kysely<Database>, jti: string, revokedAt: string): Promise<void> {
   await db.updateTable('accessTokens').set({ revokedAt }).where('jti', '=', jti).where('revokedAt', 'is', null).execute();
 }
+
+/** Rows of tokens that expired before `before`: they can no longer authenticate anything. */
+export async function purgeExpiredAccessTokens(db: Kysely<Database>, before: string): Promise<void> {
+  await db.deleteFrom('accessTokens').where('expiresAt', '<', before).execute();
+}
