@@ -35,8 +35,11 @@ export function compileResources(raw: PolicySource, doc: OpenApiDocument, proble
       );
     }
     const protectedFields: Record<string, string[]> = {};
+    const writable = writableFields(doc, type);
     for (const [field, roles] of Object.entries(def.protectedFields ?? {})) {
-      checkField(field, `${where}.protectedFields.${field}`);
+      if (!writable.has(field)) {
+        problems.add(FILE, `${where}.protectedFields.${field}`, `field "${field}" is not in the request body of any operation on ${type}`);
+      }
       for (const role of roles) if (!roleNames.includes(role)) problems.add(FILE, `${where}.protectedFields.${field}`, `unknown role "${role}"`);
       protectedFields[field] = roles;
     }
@@ -76,4 +79,17 @@ function checkCondition(
   }
   problems.add(FILE, where, `unknown condition ${JSON.stringify(condition)} (use owner, {field, equals}, {role}, {parent, via})`);
   return { role: [] };
+}
+
+/** Properties of the request bodies of the operations that act on one resource of this type. */
+function writableFields(doc: OpenApiDocument, type: string): Set<string> {
+  const fields = new Set<string>();
+  for (const pathItem of Object.values<any>(doc.paths ?? {})) {
+    for (const op of Object.values<any>(pathItem)) {
+      if (op?.['x-resource']?.type !== type || !op.requestBody) continue;
+      const schema = deref(doc, deref(doc, op.requestBody).content?.['application/json']?.schema);
+      for (const name of Object.keys(schema?.properties ?? {})) fields.add(name);
+    }
+  }
+  return fields;
 }

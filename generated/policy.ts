@@ -130,6 +130,9 @@ export const policy: PolicyTable = {
         ],
         "active": [
           "admin"
+        ],
+        "password": [
+          "admin"
         ]
       }
     },

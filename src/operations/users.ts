@@ -35,8 +35,9 @@ export const createUser: Handler<'createUser'> = async ({ body }, { deps }) => {
 export const replaceUser: Handler<'replaceUser'> = async ({ body }, { principal, resource, deps }) => {
   const current = resource!;
   const next = { email: body.email, name: body.name, role: body.role, active: body.active };
-  // Property-level authorization (OWASP API3): a member may edit their profile but not their role.
-  const refused = forbiddenFieldChanges(deps.policy, 'user', principal, current, next);
+  // Property-level authorization (OWASP API3): a member may edit their profile, not their role, status or
+  // password.
+  const refused = forbiddenFieldChanges(deps.policy, 'user', principal, current, { ...next, ...(body.password ? { password: body.password } : {}) });
   if (refused.length > 0) throw new ApiError('FORBIDDEN', `Your role may not change ${refused.join(', ')}.`);
   const updatedAt = nowIso();
   const changes = { ...next, updatedAt, ...(body.password ? { passwordHash: await hashPassword(body.password) } : {}) };
@@ -44,8 +45,8 @@ export const replaceUser: Handler<'replaceUser'> = async ({ body }, { principal,
     await deps.db.transaction().execute(async (trx) => {
       await trx.updateTable('users').set(changes).where('id', '=', String(current.id)).execute();
       // Deactivation ends the tokens the user holds, as deletion does: reactivating the account (say, after
-      // a compromise) must not bring them back.
-      if (current.active && !next.active) {
+      // a compromise) must not bring them back. A new password (a reset) ends them too.
+      if ((current.active && !next.active) || body.password) {
         await trx.updateTable('accessTokens').set({ revokedAt: updatedAt }).where('subject', '=', String(current.id)).where('subjectType', '=', 'user').where('revokedAt', 'is', null).execute();
       }
     });

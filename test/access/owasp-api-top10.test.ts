@@ -100,6 +100,31 @@ describe.each(DATABASE_KINDS)('OWASP API Top 10 (2023) on %s', (kind) => {
       expect(me.json().role).toBe('member');
     });
 
+    it('lets only an admin set a password: a stolen member token cannot take the account over', async () => {
+      const hashOf = async (id: string) =>
+        (await t.database.db.kysely.selectFrom('users').select('passwordHash').where('id', '=', id).executeTakeFirstOrThrow()).passwordHash;
+      const before = await hashOf(alice.id);
+      const own = await t.request({
+        method: 'PUT',
+        url: `/v1/users/${alice.id}`,
+        token: aliceToken,
+        body: { email: alice.email, name: 'A', role: 'member', active: true, password: 'attacker-chosen-password' },
+      });
+      expectError(own, 403, { error: { code: 'FORBIDDEN', message: 'Your role may not change password.' } });
+      expect(await hashOf(alice.id)).toBe(before);
+      const byAdmin = await t.request({
+        method: 'PUT',
+        url: `/v1/users/${alice.id}`,
+        token: adminToken,
+        body: { email: alice.email, name: 'A', role: 'member', active: true, password: 'a-new-long-password' },
+      });
+      expect(byAdmin.statusCode).toBe(200);
+      expect(await hashOf(alice.id)).not.toBe(before);
+      // A password reset ends the sessions the old password (or a thief) had.
+      expect((await t.request({ url: `/v1/users/${alice.id}`, token: aliceToken })).statusCode).toBe(401);
+      aliceToken = await alice.token();
+    });
+
     it('never returns a stored secret', async () => {
       const client = await t.request({ method: 'POST', url: '/v1/clients', token: adminToken, body: { name: 'S', type: 'confidential', redirectUris: [], grantTypes: ['client_credentials'], scopes: ['read:posts'], role: 'member' } });
       const { id, clientSecret } = client.json();

@@ -146,3 +146,10 @@ describe('codegen: deprecation', () => {
     expect(problems).toEqual([expect.stringContaining('listPosts): is deprecated but has no x-deprecated-since date (RFC 9745)')]);
   });
 });
+
+describe('codegen: protected fields', () => {
+  it('refuses a protected field that no request body of the resource carries', async () => {
+    const problems = await problemsOf(withPolicy((doc) => (doc.resources.user.protectedFields.nickname = ['admin'])));
+    expect(problems).toEqual(['policy.yaml: resources.user.protectedFields.nickname: field "nickname" is not in the request body of any operation on user']);
+  });
+});
