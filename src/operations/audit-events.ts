@@ -2,6 +2,7 @@ import { whereCompare, whereEqual } from '../storage/filter-sql.js';
 import { selectPage } from '../storage/paging.js';
 import { pageBody, pageRequest } from './resources.js';
 import type { Handler } from './types.js';
+import type { AuditEventView } from './views.js';
 
 const COLUMNS = [
   'id', 'time', 'requestId', 'subject', 'clientId', 'interface', 'operation', 'resourceType', 'resourceId', 'decision', 'reason', 'hash',
@@ -20,6 +21,7 @@ export const listAuditEvents: Handler<'listAuditEvents'> = async ({ query }, { d
     ...whereCompare('time', '>=', since),
     ...whereCompare('time', '<', until),
   ];
-  const page = await selectPage<Record<string, unknown>>(deps.db, 'auditEvents', where, pageRequest(query), COLUMNS);
-  return { status: 200, body: pageBody(page.rows, page, query.limit ?? 20) as never };
+  // The audit writer stores only the contract's values (interface, decision, reason are fixed vocabularies).
+  const page = await selectPage<AuditEventView>(deps.db, 'auditEvents', where, pageRequest(query), COLUMNS);
+  return { status: 200, body: pageBody(page.rows, page, query.limit ?? 20) };
 };

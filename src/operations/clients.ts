@@ -6,6 +6,7 @@ import { newId, nowIso } from '../storage/ids.js';
 import { isUniqueViolation } from '../storage/unique-violation.js';
 import { listReadable, pageBody, pageRequest } from './resources.js';
 import type { Handler } from './types.js';
+import { viewOf, viewsOf } from './views.js';
 
 interface ClientSettings {
   type: string;
@@ -45,10 +46,10 @@ export function checkClientSettings(policy: PolicyTable, settings: ClientSetting
 
 export const listClients: Handler<'listClients'> = async ({ query }, { principal, deps }) => {
   const page = await listReadable(deps, principal, 'client', [], pageRequest(query));
-  return { status: 200, body: pageBody(page.rows, page, query.limit ?? 20) as never };
+  return { status: 200, body: pageBody(viewsOf('client', page.rows), page, query.limit ?? 20) };
 };
 
-export const getClient: Handler<'getClient'> = async (_input, { resource }) => ({ status: 200, body: resource as never });
+export const getClient: Handler<'getClient'> = async (_input, { resource }) => ({ status: 200, body: viewOf('client', resource!) });
 
 export const createClient: Handler<'createClient'> = async ({ body }, { deps }) => {
   checkClientSettings(deps.policy, body);
@@ -69,9 +70,9 @@ export const createClient: Handler<'createClient'> = async ({ body }, { deps }) 
     accessTokenTtl: body.accessTokenTtl ?? 600,
     firstParty: body.firstParty ?? false,
     legacy: body.legacy ?? false,
-  } as const;
+  };
   try {
-    await deps.db.insertInto('clients').values(clientRow(client as never, now, now)).execute();
+    await deps.db.insertInto('clients').values(clientRow(client, now, now)).execute();
   } catch (error) {
     if (isUniqueViolation(error)) throw new ApiError('CONFLICT', 'A client with this clientId already exists.');
     throw error;
@@ -79,14 +80,14 @@ export const createClient: Handler<'createClient'> = async ({ body }, { deps }) 
   const { secretHash: _digest, ...view } = client;
   return {
     status: 201,
-    body: { ...view, createdAt: now, ...(secret === null ? {} : { clientSecret: secret }) } as never,
+    body: { ...view, createdAt: now, ...(secret === null ? {} : { clientSecret: secret }) },
     headers: { location: `/v1/clients/${client.id}` },
   };
 };
 
 export const replaceClient: Handler<'replaceClient'> = async ({ body }, { resource, deps }) => {
   checkClientSettings(deps.policy, body);
-  const current = resource!;
+  const current = viewOf('client', resource!);
   if (body.type !== current.type) {
     throw new ApiError('VALIDATION_FAILED', 'A client type cannot change.', { details: [{ path: '/body/type', message: 'is immutable' }] });
   }
@@ -105,18 +106,18 @@ export const replaceClient: Handler<'replaceClient'> = async ({ body }, { resour
       legacy: body.legacy,
       updatedAt,
     })
-    .where('id', '=', String(current.id))
+    .where('id', '=', current.id)
     .execute();
-  deps.invalidateSubject(String(current.clientId));
-  return { status: 200, body: { ...current, ...body, type: current.type, updatedAt } as never };
+  deps.invalidateSubject(current.clientId);
+  return { status: 200, body: { ...current, ...body, type: current.type } };
 };
 
 export const deleteClient: Handler<'deleteClient'> = async (_input, { resource, deps }) => {
-  const clientId = String(resource!.clientId);
+  const { id, clientId } = viewOf('client', resource!);
   await deps.db.transaction().execute(async (trx) => {
     await trx.updateTable('accessTokens').set({ revokedAt: nowIso() }).where('clientId', '=', clientId).execute();
-    await trx.deleteFrom('clients').where('id', '=', String(resource!.id)).execute();
+    await trx.deleteFrom('clients').where('id', '=', id).execute();
   });
   deps.invalidateSubject(clientId);
-  return { status: 204, body: undefined as never };
+  return { status: 204, body: undefined };
 };

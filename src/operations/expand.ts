@@ -2,6 +2,7 @@ import type { Principal } from '../policy/principal.js';
 import type { ResourceRow } from '../policy/resource-rule.js';
 import { loadReadableByIds } from './resources.js';
 import type { OperationDeps } from './types.js';
+import { viewsOf, type Views } from './views.js';
 
 /** Which embedded member comes from which field and resource type, per expandable resource. */
 const EXPANSIONS: Record<string, Record<string, { via: string; type: string }>> = {
@@ -18,13 +19,13 @@ export function expandSet(expand: readonly string[] | undefined): Set<string> {
  * Embeds the requested related resources into each item. Each embedded resource passes its own read
  * check (batched: one query per expansion, however many items).
  */
-export async function expandAll(
+export async function expandAll<T extends 'post' | 'comment'>(
   deps: OperationDeps,
   principal: Principal,
-  type: string,
+  type: T,
   items: ResourceRow[],
   expand: Set<string>,
-): Promise<ResourceRow[]> {
+): Promise<Views[T][]> {
   const available = EXPANSIONS[type] ?? {};
   let result = items;
   for (const name of expand) {
@@ -36,5 +37,5 @@ export async function expandAll(
       return embedded ? { ...item, [name]: embedded } : item;
     });
   }
-  return result;
+  return viewsOf(type, result);
 }

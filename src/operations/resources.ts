@@ -115,6 +115,6 @@ export function pageRequest(query: { limit?: number; page?: number; after?: stri
   return { limit: query.limit ?? 20, page: query.page, after: query.after };
 }
 
-export function pageBody<T>(data: T[], page: Page<unknown>, limit: number) {
+export function pageBody<T>(data: T[], page: Page<unknown>, limit: number): { data: T[]; page: { limit: number; next: string | null } } {
   return { data, page: { limit, next: page.next } };
 }

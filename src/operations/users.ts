@@ -6,6 +6,7 @@ import { whereEqual } from '../storage/filter-sql.js';
 import { isUniqueViolation } from '../storage/unique-violation.js';
 import { listReadable, pageBody, pageRequest } from './resources.js';
 import type { Handler } from './types.js';
+import { viewOf, viewsOf, type UserView } from './views.js';
 
 export const listUsers: Handler<'listUsers'> = async ({ query }, { principal, deps }) => {
   const page = await listReadable(
@@ -15,25 +16,25 @@ export const listUsers: Handler<'listUsers'> = async ({ query }, { principal, de
     whereEqual({ role: query.role, active: query.active }),
     pageRequest(query),
   );
-  return { status: 200, body: pageBody(page.rows, page, query.limit ?? 20) as never };
+  return { status: 200, body: pageBody(viewsOf('user', page.rows), page, query.limit ?? 20) };
 };
 
-export const getUser: Handler<'getUser'> = async (_input, { resource }) => ({ status: 200, body: resource as never });
+export const getUser: Handler<'getUser'> = async (_input, { resource }) => ({ status: 200, body: viewOf('user', resource!) });
 
 export const createUser: Handler<'createUser'> = async ({ body }, { deps }) => {
   const now = nowIso();
-  const user = { id: newId(), email: body.email, name: body.name, role: body.role, active: body.active ?? true, createdAt: now, updatedAt: now };
+  const user: UserView = { id: newId(), email: body.email, name: body.name, role: body.role, active: body.active ?? true, createdAt: now, updatedAt: now };
   try {
     await deps.db.insertInto('users').values({ ...user, passwordHash: await hashPassword(body.password) }).execute();
   } catch (error) {
     if (isUniqueViolation(error)) throw new ApiError('CONFLICT', 'A user with this email already exists.');
     throw error;
   }
-  return { status: 201, body: user as never, headers: { location: `/v1/users/${user.id}` } };
+  return { status: 201, body: user, headers: { location: `/v1/users/${user.id}` } };
 };
 
 export const replaceUser: Handler<'replaceUser'> = async ({ body }, { principal, resource, deps }) => {
-  const current = resource!;
+  const current = viewOf('user', resource!);
   const next = { email: body.email, name: body.name, role: body.role, active: body.active };
   // Property-level authorization (OWASP API3): a member may edit their profile, not their role, status or
   // password.
@@ -43,19 +44,19 @@ export const replaceUser: Handler<'replaceUser'> = async ({ body }, { principal,
   const changes = { ...next, updatedAt, ...(body.password ? { passwordHash: await hashPassword(body.password) } : {}) };
   try {
     await deps.db.transaction().execute(async (trx) => {
-      await trx.updateTable('users').set(changes).where('id', '=', String(current.id)).execute();
+      await trx.updateTable('users').set(changes).where('id', '=', current.id).execute();
       // Deactivation ends the tokens the user holds, as deletion does: reactivating the account (say, after
       // a compromise) must not bring them back. A new password (a reset) ends them too.
       if ((current.active && !next.active) || body.password) {
-        await trx.updateTable('accessTokens').set({ revokedAt: updatedAt }).where('subject', '=', String(current.id)).where('subjectType', '=', 'user').where('revokedAt', 'is', null).execute();
+        await trx.updateTable('accessTokens').set({ revokedAt: updatedAt }).where('subject', '=', current.id).where('subjectType', '=', 'user').where('revokedAt', 'is', null).execute();
       }
     });
   } catch (error) {
     if (isUniqueViolation(error)) throw new ApiError('CONFLICT', 'A user with this email already exists.');
     throw error;
   }
-  if (next.active !== current.active || next.role !== current.role || body.password) deps.invalidateSubject(String(current.id));
-  return { status: 200, body: { ...current, ...next, updatedAt } as never };
+  if (next.active !== current.active || next.role !== current.role || body.password) deps.invalidateSubject(current.id);
+  return { status: 200, body: { ...current, ...next, updatedAt } };
 };
 
 export const deleteUser: Handler<'deleteUser'> = async (_input, { resource, deps }) => {
@@ -65,5 +66,5 @@ export const deleteUser: Handler<'deleteUser'> = async (_input, { resource, deps
     await trx.deleteFrom('users').where('id', '=', id).execute();
   });
   deps.invalidateSubject(id);
-  return { status: 204, body: undefined as never };
+  return { status: 204, body: undefined };
 };
