@@ -4,7 +4,7 @@ import { generateSecret } from '../oauth/secrets.js';
 import { newId, nowIso } from '../storage/ids.js';
 import type { Database } from '../storage/schema.js';
 import { isUniqueViolation } from '../storage/unique-violation.js';
-import { insertUser, toUserRecord, type Role, type UserRecord } from '../storage/users.js';
+import { findUserRowByEmail, insertUser, toUserRecord, type Role, type UserRecord } from '../storage/users.js';
 import { EXIT_OK } from './cli-errors.js';
 import { JSON_OPTION, type Command, type CommandGroup } from './command.js';
 import { checkContractInput } from './contract-input.js';
@@ -102,8 +102,9 @@ const listUsersCommand: Command = {
 
 async function findUser(db: Kysely<Database>, idOrEmail: string): Promise<UserRecord | null> {
   // Ids are hex and never contain '@', so the argument says which column it names.
-  const column = idOrEmail.includes('@') ? 'email' : 'id';
-  const row = await db.selectFrom('users').selectAll().where(column, '=', idOrEmail).executeTakeFirst();
+  const row = idOrEmail.includes('@')
+    ? await findUserRowByEmail(db, idOrEmail)
+    : await db.selectFrom('users').selectAll().where('id', '=', idOrEmail).executeTakeFirst();
   return row ? toUserRecord(row) : null;
 }
 

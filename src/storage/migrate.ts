@@ -3,6 +3,7 @@ import type { Db } from './dialect.js';
 import { initial } from './migrations/001-initial.js';
 import { idempotencyKeys } from './migrations/002-idempotency-keys.js';
 import { auditChain } from './migrations/003-audit-chain.js';
+import { emailCaseInsensitive } from './migrations/004-email-case-insensitive.js';
 
 /** The ordered migration set. Names sort in application order; never rename or edit a shipped one. */
 function migrationsFor(db: Db): Record<string, Migration> {
@@ -10,6 +11,7 @@ function migrationsFor(db: Db): Record<string, Migration> {
     '001-initial': initial(db.dialect),
     '002-idempotency-keys': idempotencyKeys,
     '003-audit-chain': auditChain(db.dialect),
+    '004-email-case-insensitive': emailCaseInsensitive,
   };
 }
 

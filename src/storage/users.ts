@@ -36,7 +36,7 @@ export async function findUserCredentials(
   db: Kysely<Database>,
   email: string,
 ): Promise<(UserRecord & { passwordHash: string }) | null> {
-  const row = await db.selectFrom('users').selectAll().where('email', '=', email).executeTakeFirst();
+  const row = await findUserRowByEmail(db, email);
   return row ? { ...toUserRecord(row), passwordHash: row.passwordHash } : null;
 }
 
@@ -48,4 +48,13 @@ export async function insertUser(
   const row = { ...user, createdAt: now, updatedAt: now };
   await db.insertInto('users').values(row).execute();
   return toUserRecord(row);
+}
+
+/** Emails are unique regardless of case (migration 004), so a look-up ignores case too. */
+export function findUserRowByEmail(db: Kysely<Database>, email: string) {
+  return db
+    .selectFrom('users')
+    .selectAll()
+    .where((eb) => eb(eb.fn('lower', ['email']), '=', email.toLowerCase()))
+    .executeTakeFirst();
 }

@@ -218,6 +218,12 @@ describe.each(DATABASE_KINDS)('users and clients on %s', (kind) => {
       expect(await count('users')).toBe(before);
     });
 
+    it('refuses an email that differs from an existing one only in case', async () => {
+      const existing = await t.createUser('member');
+      const res = await t.request({ method: 'POST', url: '/v1/users', token: admin, body: { email: existing.email.toUpperCase(), name: 'Look-alike', role: 'member', password: 'a-long-enough-password' } });
+      expectError(res, 409, { error: { code: 'CONFLICT', message: 'A user with this email already exists.' } });
+    });
+
     it('refuses a password shorter than 12 characters', async () => {
       const res = await t.request({ method: 'POST', url: '/v1/users', token: admin, body: { email: `short-${Date.now()}@example.com`, name: 'S', role: 'member', password: 'short' } });
       expectError(res, 400, {
