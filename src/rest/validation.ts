@@ -36,35 +36,49 @@ export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, http
   const cache = isBody ? compiled.body : compiled.other;
   let validate = cache.get(schema as object);
   if (!validate) {
-    validate = isBody ? strictTypes.compile(schema as object) : finiteOnly(coercing.compile(schema as object));
+    validate = isBody ? strictTypes.compile(schema as object) : decimalNumeralsOnly(schema as object, coercing.compile(schema as object));
     cache.set(schema as object, validate);
   }
   return validate;
 };
 
+const DECIMAL = { integer: /^-?(0|[1-9][0-9]*)$/, number: /^-?(0|[1-9][0-9]*)(\.[0-9]+)?$/ } as const;
+
+/** The numeric properties of a parameters schema, with the kind of numeral each accepts. */
+function numericProperties(schema: object): [string, RegExp][] {
+  const properties = (schema as { properties?: Record<string, { type?: unknown; items?: { type?: unknown } }> }).properties ?? {};
+  return Object.entries(properties).flatMap(([name, property]): [string, RegExp][] => {
+    const type = property.type === 'array' ? property.items?.type : property.type;
+    return type === 'integer' || type === 'number' ? [[name, DECIMAL[type]]] : [];
+  });
+}
+
 /**
- * Ajv coerces the strings "Infinity" and "-Infinity" to numbers and then skips its numeric keywords (they look
- * at finite numbers only), so `?limit=Infinity` would pass validation and reach the database. A coerced value
- * must be a finite number.
+ * Ajv coerces with JavaScript's number conversion, which also reads "0x10", "1e1", " 5" and "Infinity" (and
+ * then skips range checks for the last). Path and query numbers must be plain decimal numerals before they
+ * are coerced.
  */
-function finiteOnly(validate: ValidateFunction): ValidateFunction {
+function decimalNumeralsOnly(schema: object, validate: ValidateFunction): ValidateFunction {
+  const numeric = numericProperties(schema);
+  if (numeric.length === 0) return validate;
   const guarded = ((data: unknown) => {
+    const bad = data && typeof data === 'object' ? findNonDecimal(data as Record<string, unknown>, numeric) : null;
+    if (bad !== null) {
+      guarded.errors = [{ instancePath: bad, schemaPath: '#/type', keyword: 'type', params: {}, message: 'must be a decimal number' }];
+      return false;
+    }
     const valid = validate(data);
-    const infinite = valid ? nonFinitePath(data) : null;
-    guarded.errors =
-      infinite === null
-        ? validate.errors
-        : [{ instancePath: infinite, schemaPath: '#/type', keyword: 'type', params: {}, message: 'must be a finite number' }];
-    return valid && infinite === null;
+    guarded.errors = validate.errors;
+    return valid;
   }) as ValidateFunction;
   return guarded;
 }
 
-function nonFinitePath(data: unknown): string | null {
-  if (!data || typeof data !== 'object') return null;
-  for (const [name, value] of Object.entries(data)) {
+function findNonDecimal(data: Record<string, unknown>, numeric: [string, RegExp][]): string | null {
+  for (const [name, numeral] of numeric) {
+    const value = data[name];
     const items = Array.isArray(value) ? value : [value];
-    const index = items.findIndex((item) => typeof item === 'number' && !Number.isFinite(item));
+    const index = items.findIndex((item) => typeof item === 'string' && !numeral.test(item));
     if (index >= 0) return `/${pointerToken(name)}${Array.isArray(value) ? `/${index}` : ''}`;
   }
   return null;
