@@ -7,7 +7,7 @@ import { bootstrapIfEmpty, type BootstrapResult } from './bootstrap/first-start.
 import type { Config } from './config/config.js';
 import { ApiError } from './errors/registry.js';
 import { renderRestError } from './errors/rest-renderer.js';
-import { RateLimiter } from './limits/rate-limit.js';
+import { RateLimiter, rateLimitHeaders } from './limits/rate-limit.js';
 import { KeyStore } from './oauth/keys/key-store.js';
 import { registerOAuth } from './oauth/routes.js';
 import { TokenService } from './oauth/tokens/token-service.js';
@@ -85,6 +85,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const subjects = new SubjectDirectory(db.kysely);
   const audit = new AuditLog(db, fastify.log);
   const maintenance = startMaintenance(db, fastify.log);
+  const limiter = new RateLimiter(config.rateLimit.windowSeconds);
 
   const published = JSON.parse(fs.readFileSync(PUBLISHED_SPEC, 'utf8')) as Record<string, unknown>;
   published.servers = [{ url: config.issuer, description: 'This server' }];
@@ -113,7 +114,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     policy,
     tokens,
     subjects,
-    limiter: new RateLimiter(config.rateLimit.windowSeconds),
+    limiter,
     operations,
   });
   await registerOAuth(fastify, { db, config, keys, tokens, scopes: apiScopes });
@@ -131,9 +132,13 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
 
   const allowedMethods = allowedMethodsFinder(routes);
   fastify.setNotFoundHandler(async (request, reply) => {
+    // Probing for paths counts against the caller's address like any anonymous request.
+    const limit = limiter.hit(`ip:${request.ip}`, config.rateLimit.anonymousMax, 'anonymous');
+    reply.headers(rateLimitHeaders(limit));
     const allow = allowedMethods(request.url.split('?', 1)[0]!);
-    const error =
-      allow.length > 0
+    const error = !limit.allowed
+      ? new ApiError('RATE_LIMITED', `Too many requests; retry in ${limit.resetSeconds} s.`, { headers: { 'retry-after': String(limit.resetSeconds) } })
+      : allow.length > 0
         ? new ApiError('METHOD_NOT_ALLOWED', `${request.method} is not allowed here; use ${allow.join(', ')}.`, {
             headers: { allow: allow.join(', ') },
           })

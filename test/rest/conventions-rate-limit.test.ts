@@ -121,6 +121,23 @@ describe.each(DATABASE_KINDS)('REST rate limits on %s', (kind) => {
     });
   });
 
+  it('counts probes of unknown paths and wrong methods against the address', async () => {
+    await withApp(kind, async (t) => {
+      const probe = (url: string, method = 'GET') => t.app.fastify.inject({ method: method as never, url, remoteAddress: '10.0.0.9' });
+      const missing = await probe('/v1/nothing-here');
+      expect(missing.statusCode).toBe(404);
+      expect(missing.headers['ratelimit-policy']).toBe('"anonymous";q=3;w=86400');
+      const wrongMethod = await probe('/v1/posts', 'PATCH');
+      expect(wrongMethod.statusCode).toBe(405);
+      expect(wrongMethod.headers.ratelimit).toMatch(/^"anonymous";r=1;t=\d+$/);
+      await probe('/v1/also-missing');
+      const limited = await probe('/v1/still-missing');
+      expect(limited.statusCode).toBe(429);
+      expect(limited.headers['retry-after']).toMatch(/^\d+$/);
+      expect(JSON.parse(limited.body).error.code).toBe('RATE_LIMITED');
+    });
+  });
+
   it('counts requests with an invalid token against the address, so that guessing tokens is limited', async () => {
     await withApp(kind, async (t) => {
       for (let i = 0; i < 3; i++) {
