@@ -7,6 +7,7 @@ import { registerJwks } from './endpoints/jwks.js';
 import { registerTokenEndpoint } from './endpoints/token.js';
 import type { KeyStore } from './keys/key-store.js';
 import { OAuthError } from './oauth-error.js';
+import { rateLimitHeaders, type RateLimiter } from '../limits/rate-limit.js';
 import type { TokenService } from './tokens/token-service.js';
 
 export interface OAuthDeps {
@@ -16,6 +17,8 @@ export interface OAuthDeps {
   tokens: TokenService;
   /** The scope catalogue, published as `scopes_supported`. */
   scopes: readonly string[];
+  /** Requests per address and window (RATE_LIMIT_ANONYMOUS_MAX); absent in unit tests of the endpoints. */
+  limiter?: RateLimiter;
 }
 
 /**
@@ -30,6 +33,19 @@ export async function registerOAuth(app: FastifyInstance, deps: OAuthDeps): Prom
       done(null, new URLSearchParams(body as string));
     });
     scope.setErrorHandler(sendOAuthError);
+    if (deps.limiter) {
+      const limiter = deps.limiter;
+      // Per address: credential guessing and token storms are slowed before any secret is checked.
+      scope.addHook('onRequest', async (request, reply) => {
+        const limit = limiter.hit(`oauth:${request.ip}`, deps.config.rateLimit.anonymousMax, 'oauth');
+        reply.headers(rateLimitHeaders(limit));
+        if (!limit.allowed) {
+          throw new OAuthError('temporarily_unavailable', `Too many requests; retry in ${limit.resetSeconds} s.`, 429, {
+            'retry-after': String(limit.resetSeconds),
+          });
+        }
+      });
+    }
     registerTokenEndpoint(scope, deps);
     registerDiscovery(scope, deps);
     registerJwks(scope, deps);

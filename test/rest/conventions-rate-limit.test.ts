@@ -121,6 +121,32 @@ describe.each(DATABASE_KINDS)('REST rate limits on %s', (kind) => {
     });
   });
 
+  it('limits the token endpoint per address, before any credential is checked', async () => {
+    await withApp(kind, async (t) => {
+      const tokenRequest = () =>
+        t.app.fastify.inject({
+          method: 'POST',
+          url: '/oauth/token',
+          remoteAddress: '10.0.0.7',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          payload: 'grant_type=client_credentials&client_id=nobody&client_secret=guess',
+        });
+      for (let i = 0; i < 3; i++) {
+        const res = await tokenRequest();
+        expect(res.statusCode).toBe(401);
+        expect(res.headers['ratelimit-policy']).toBe('"oauth";q=3;w=86400');
+      }
+      const limited = await tokenRequest();
+      expect(limited.statusCode).toBe(429);
+      expect(limited.headers['retry-after']).toMatch(/^\d+$/);
+      expect(limited.headers['cache-control']).toBe('no-store');
+      expect(JSON.parse(limited.body)).toEqual({
+        error: 'temporarily_unavailable',
+        error_description: `Too many requests; retry in ${limited.headers['retry-after']} s.`,
+      });
+    });
+  });
+
   it('counts probes of unknown paths and wrong methods against the address', async () => {
     await withApp(kind, async (t) => {
       const probe = (url: string, method = 'GET') => t.app.fastify.inject({ method: method as never, url, remoteAddress: '10.0.0.9' });
