@@ -6,7 +6,6 @@ import { routes } from '../generated/routes.js';
 import { bootstrapIfEmpty, type BootstrapResult } from './bootstrap/first-start.js';
 import type { Config } from './config/config.js';
 import { ApiError } from './errors/registry.js';
-import { renderRestError } from './errors/rest-renderer.js';
 import { RateLimiter, rateLimitHeaders } from './limits/rate-limit.js';
 import { KeyStore } from './oauth/keys/key-store.js';
 import { registerOAuth } from './oauth/routes.js';
@@ -17,6 +16,7 @@ import { startMaintenance } from './maintenance/purge-expired.js';
 import { SubjectDirectory } from './pipeline/subject-directory.js';
 import { allowedMethodsFinder } from './rest/method-not-allowed.js';
 import { registerRest } from './rest/plugin.js';
+import { sendRestError } from './rest/send-error.js';
 import type { RouteDefinition } from './rest/route-definition.js';
 import { openDb, type Db } from './storage/dialect.js';
 import { migrateToLatest } from './storage/migrate.js';
@@ -62,12 +62,11 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     // URLs the router cannot even parse (bad percent-encoding, an over-long path segment) get the API's
     // error shape like every other refusal.
     frameworkErrors(error, _request, reply) {
-      const rendered = renderRestError(
-        error.code === 'FST_ERR_BAD_URL' || error.code === 'FST_ERR_MAX_PARAM_LENGTH'
-          ? new ApiError('VALIDATION_FAILED', 'The request URL is not valid: bad percent-encoding or a path segment over 200 characters.')
-          : error,
+      const badUrl = error.code === 'FST_ERR_BAD_URL' || error.code === 'FST_ERR_MAX_PARAM_LENGTH';
+      void sendRestError(
+        reply as unknown as FastifyReply,
+        badUrl ? new ApiError('VALIDATION_FAILED', 'The request URL is not valid: bad percent-encoding or a path segment over 200 characters.') : error,
       );
-      void (reply as unknown as FastifyReply).code(rendered.status).header('cache-control', 'no-store').send(rendered.body);
     },
   });
   for (const name of config.developmentDefaults) {
@@ -125,8 +124,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       await db.ping();
       return reply.header('cache-control', 'no-store').send({ status: 'ready' });
     } catch {
-      const rendered = renderRestError(new ApiError('UNAVAILABLE', 'The database is not reachable.'));
-      return reply.code(rendered.status).header('cache-control', 'no-store').send(rendered.body);
+      return sendRestError(reply, new ApiError('UNAVAILABLE', 'The database is not reachable.'));
     }
   });
 
@@ -143,14 +141,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
             headers: { allow: allow.join(', ') },
           })
         : new ApiError('NOT_FOUND', 'There is no such endpoint.');
-    const rendered = renderRestError(error);
-    return reply.code(rendered.status).headers(rendered.headers).header('cache-control', 'no-store').send(rendered.body);
+    return sendRestError(reply, error);
   });
-  fastify.setErrorHandler(async (error, request, reply) => {
-    const rendered = renderRestError(error);
-    if (rendered.status >= 500) request.log.error({ err: error }, 'request failed');
-    return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
-  });
+  fastify.setErrorHandler(async (error, _request, reply) => sendRestError(reply, error));
 
   await fastify.ready();
   return {

@@ -8,12 +8,11 @@ import type { Db } from '../storage/dialect.js';
 import { newId, nowIso } from '../storage/ids.js';
 import { isUniqueViolation } from '../storage/unique-violation.js';
 import { insertUser } from '../storage/users.js';
+import { USER_SCOPES } from '../oauth/scopes.js';
 
 export const BOOTSTRAP_FILE = 'bootstrap.json';
 const DEFAULT_ADMIN_EMAIL = 'admin@portcullis.local';
 const DEFAULT_CLIENT_ID = 'portcullis-admin';
-/** Scopes that need a signed-in user; a client-credentials client cannot use them. */
-const USER_SCOPES: ReadonlySet<string> = new Set(['openid', 'profile', 'email', 'offline_access']);
 
 /** What was created. The secrets are only in the file, so a caller that logs this leaks nothing. */
 export interface BootstrapResult {

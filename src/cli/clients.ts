@@ -13,6 +13,7 @@ import { JSON_OPTION, type Command, type CommandGroup } from './command.js';
 import { checkContractInput, invalidOptions } from './contract-input.js';
 import { parseInteger } from './option-values.js';
 import { formatCount, writeJson, writeLine, writeTable } from './output.js';
+import { revokeClientTokens } from '../oauth/tokens/access-token-records.js';
 
 /** Contract field -> the option that sets it, for error messages. */
 const CLIENT_OPTIONS = {
@@ -160,8 +161,7 @@ const rotateClientSecretCommand: Command = {
     const revoked = await db.kysely.transaction().execute(async (trx) => {
       await trx.updateTable('clients').set({ secretHash: digestSecret(secret), updatedAt: now }).where('id', '=', client.id).execute();
       if (!options['revoke-tokens']) return 0;
-      const result = await trx.updateTable('accessTokens').set({ revokedAt: now }).where('clientId', '=', client.clientId).where('revokedAt', 'is', null).executeTakeFirst();
-      return Number(result.numUpdatedRows);
+      return revokeClientTokens(trx, client.clientId, now);
     });
     if (options.json) {
       writeJson({ clientId: client.clientId, clientSecret: secret, revokedTokens: revoked });
@@ -183,9 +183,9 @@ const deleteClientCommand: Command = {
     const client = await findClientOrFail(db.kysely, positionals[0]!);
     // As DELETE /v1/clients/{id} does: revocation and deletion commit together.
     const revoked = await db.kysely.transaction().execute(async (trx) => {
-      const result = await trx.updateTable('accessTokens').set({ revokedAt: nowIso() }).where('clientId', '=', client.clientId).where('revokedAt', 'is', null).executeTakeFirst();
+      const revokedTokens = await revokeClientTokens(trx, client.clientId, nowIso());
       await trx.deleteFrom('clients').where('id', '=', client.id).execute();
-      return Number(result.numUpdatedRows);
+      return revokedTokens;
     });
     if (options.json) {
       writeJson({ clientId: client.clientId, deleted: true, revokedTokens: revoked });

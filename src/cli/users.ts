@@ -10,6 +10,7 @@ import { JSON_OPTION, type Command, type CommandGroup } from './command.js';
 import { checkContractInput } from './contract-input.js';
 import { parsePositiveInteger } from './option-values.js';
 import { formatCount, writeJson, writeLine, writeTable } from './output.js';
+import { revokeUserTokens } from '../oauth/tokens/access-token-records.js';
 
 /** Contract field -> the option that sets it, for error messages. */
 const USER_OPTIONS = { email: 'email', name: 'name', role: 'role', password: 'password', active: 'active' } as const;
@@ -121,14 +122,7 @@ const deactivateUserCommand: Command = {
     // token outlives the account being switched off. Servers re-read subject status within seconds.
     const revoked = await db.kysely.transaction().execute(async (trx) => {
       if (user.active) await trx.updateTable('users').set({ active: false, updatedAt: now }).where('id', '=', user.id).execute();
-      const result = await trx
-        .updateTable('accessTokens')
-        .set({ revokedAt: now })
-        .where('subject', '=', user.id)
-        .where('subjectType', '=', 'user')
-        .where('revokedAt', 'is', null)
-        .executeTakeFirst();
-      return Number(result.numUpdatedRows);
+      return revokeUserTokens(trx, user.id, now);
     });
     if (options.json) {
       writeJson({ user: user.active ? { ...user, active: false, updatedAt: now } : user, revokedTokens: revoked });

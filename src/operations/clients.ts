@@ -1,5 +1,6 @@
 import { ApiError, type ErrorDetail } from '../errors/registry.js';
 import { digestSecret, generateSecret } from '../oauth/secrets.js';
+import { revokeClientTokens } from '../oauth/tokens/access-token-records.js';
 import type { PolicyTable } from '../policy/table.js';
 import { clientRow } from '../storage/clients.js';
 import { newId, nowIso } from '../storage/ids.js';
@@ -115,7 +116,7 @@ export const replaceClient: Handler<'replaceClient'> = async ({ body }, { resour
 export const deleteClient: Handler<'deleteClient'> = async (_input, { resource, deps }) => {
   const { id, clientId } = viewOf('client', resource!);
   await deps.db.transaction().execute(async (trx) => {
-    await trx.updateTable('accessTokens').set({ revokedAt: nowIso() }).where('clientId', '=', clientId).execute();
+    await revokeClientTokens(trx, clientId, nowIso());
     await trx.deleteFrom('clients').where('id', '=', id).execute();
   });
   deps.invalidateSubject(clientId);

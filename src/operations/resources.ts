@@ -8,7 +8,7 @@ import { filterToSql, type Where } from '../storage/filter-sql.js';
 import { selectPage, type Page, type PageRequest } from '../storage/paging.js';
 import { tableFor } from '../storage/resource-tables.js';
 import type { Database } from '../storage/schema.js';
-import { toUserRecord } from '../storage/users.js';
+import { toUserRecord, USER_COLUMNS } from '../storage/users.js';
 import type { OperationDeps } from './types.js';
 
 
@@ -26,7 +26,6 @@ export function toResource(type: string, row: Record<string, unknown>): Resource
   }
 }
 
-const USER_COLUMNS = ['id', 'email', 'name', 'role', 'active', 'createdAt', 'updatedAt'];
 
 function columnsFor(type: string): readonly string[] | undefined {
   return type === 'user' ? USER_COLUMNS : undefined;

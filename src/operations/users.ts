@@ -1,5 +1,6 @@
 import { ApiError } from '../errors/registry.js';
 import { hashPassword } from '../oauth/passwords.js';
+import { revokeUserTokens } from '../oauth/tokens/access-token-records.js';
 import { forbiddenFieldChanges } from '../policy/protected-fields.js';
 import { newId, nowIso } from '../storage/ids.js';
 import { whereEqual } from '../storage/filter-sql.js';
@@ -48,7 +49,7 @@ export const replaceUser: Handler<'replaceUser'> = async ({ body }, { principal,
       // Deactivation ends the tokens the user holds, as deletion does: reactivating the account (say, after
       // a compromise) must not bring them back. A new password (a reset) ends them too.
       if ((current.active && !next.active) || body.password) {
-        await trx.updateTable('accessTokens').set({ revokedAt: updatedAt }).where('subject', '=', current.id).where('subjectType', '=', 'user').where('revokedAt', 'is', null).execute();
+        await revokeUserTokens(trx, current.id, updatedAt);
       }
     });
   } catch (error) {
@@ -62,7 +63,7 @@ export const replaceUser: Handler<'replaceUser'> = async ({ body }, { principal,
 export const deleteUser: Handler<'deleteUser'> = async (_input, { resource, deps }) => {
   const id = String(resource!.id);
   await deps.db.transaction().execute(async (trx) => {
-    await trx.updateTable('accessTokens').set({ revokedAt: nowIso() }).where('subject', '=', id).where('subjectType', '=', 'user').execute();
+    await revokeUserTokens(trx, id, nowIso());
     await trx.deleteFrom('users').where('id', '=', id).execute();
   });
   deps.invalidateSubject(id);

@@ -1,6 +1,5 @@
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../errors/registry.js';
-import { renderRestError } from '../errors/rest-renderer.js';
 import { handlers } from '../operations/index.js';
 import type { Handler } from '../operations/types.js';
 import type { AuditLog } from '../audit/audit-log.js';
@@ -13,6 +12,7 @@ import { matchesAny } from './entity-tag.js';
 import { fromFastifyError } from './error-response.js';
 import { runIdempotent, type HandlerResponse } from './idempotency.js';
 import { parseJsonBody } from './json-body.js';
+import { sendRestError } from './send-error.js';
 import { nextLink } from './link-header.js';
 import type { RouteDefinition } from './route-definition.js';
 import { represent, representationTagger } from './representation.js';
@@ -108,11 +108,7 @@ export async function registerRest(app: FastifyInstance, deps: RestDeps): Promis
       if (request.exchange) recordDecision(request.exchange, deps.audit);
     });
 
-    scope.setErrorHandler(async (error, request, reply) => {
-      const rendered = renderRestError(fromFastifyError(error));
-      if (rendered.status >= 500) request.log.error({ err: error }, 'request failed');
-      return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
-    });
+    scope.setErrorHandler(async (error, _request, reply) => sendRestError(reply, fromFastifyError(error)));
 
     for (const route of deps.routes) {
       const handler = handlers[route.operationId as keyof typeof handlers] as unknown as Handler<never>;

@@ -25,7 +25,8 @@ export function toUserRecord(row: Selectable<UsersTable>): UserRecord {
   };
 }
 
-const USER_COLUMNS = ['id', 'email', 'name', 'role', 'active', 'createdAt', 'updatedAt'] as const;
+/** Every column a user resource is served from: never the password hash. */
+export const USER_COLUMNS = ['id', 'email', 'name', 'role', 'active', 'createdAt', 'updatedAt'] as const;
 
 export async function findUserById(db: Kysely<Database>, id: string): Promise<UserRecord | null> {
   const row = await db.selectFrom('users').select(USER_COLUMNS).where('id', '=', id).executeTakeFirst();

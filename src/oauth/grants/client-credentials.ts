@@ -1,5 +1,6 @@
 import type { ClientRecord } from '../../storage/clients.js';
 import { OAuthError } from '../oauth-error.js';
+import { USER_SCOPES } from '../scopes.js';
 
 export const CLIENT_CREDENTIALS = 'client_credentials';
 
@@ -8,12 +9,6 @@ export interface ClientCredentialsGrant {
   subjectType: 'client';
   scopes: string[];
 }
-
-/**
- * OpenID Connect scopes describe or outlive a signed-in user (OIDC Core §5.4, §11). A client acting on its
- * own behalf has no user, so they are never granted here, even to a client registered with them.
- */
-const USER_SCOPES: ReadonlySet<string> = new Set(['openid', 'profile', 'email', 'offline_access']);
 
 /** RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ), tokens separated by single spaces. */
 const SCOPE = /^[\x21\x23-\x5b\x5d-\x7e]+( [\x21\x23-\x5b\x5d-\x7e]+)*$/;

@@ -28,3 +28,21 @@ export async function markAccessTokenRevoked(db: Kysely<Database>, jti: string, 
 export async function purgeExpiredAccessTokens(db: Kysely<Database>, before: string): Promise<void> {
   await db.deleteFrom('accessTokens').where('expiresAt', '<', before).execute();
 }
+
+/** Revokes every live token issued on a user's behalf (deactivation, deletion, password reset). */
+export async function revokeUserTokens(db: Kysely<Database>, userId: string, revokedAt: string): Promise<number> {
+  const result = await db
+    .updateTable('accessTokens')
+    .set({ revokedAt })
+    .where('subject', '=', userId)
+    .where('subjectType', '=', 'user')
+    .where('revokedAt', 'is', null)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}
+
+/** Revokes every live token issued to a client, its own and its users' (deletion, leaked secret). */
+export async function revokeClientTokens(db: Kysely<Database>, clientId: string, revokedAt: string): Promise<number> {
+  const result = await db.updateTable('accessTokens').set({ revokedAt }).where('clientId', '=', clientId).where('revokedAt', 'is', null).executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}
