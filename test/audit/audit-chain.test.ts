@@ -1,25 +1,9 @@
 import { sql } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { AuditLog, type AuditDecision } from '../../src/audit/audit-log.js';
+import { AuditLog } from '../../src/audit/audit-log.js';
 import { verifyAuditChain } from '../../src/audit/verify-chain.js';
+import { liftAppendOnly, sampleDecision, SILENT_LOGGER } from '../helpers/audit.js';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../helpers/databases.js';
-
-const silent = { info: () => {}, error: () => {} };
-
-function decision(i: number, overrides: Partial<AuditDecision> = {}): AuditDecision {
-  return {
-    requestId: `req-${i}`,
-    subject: `user-${i % 3}`,
-    clientId: 'app',
-    interface: 'rest',
-    operation: 'getPost',
-    resourceType: 'post',
-    resourceId: `post-${i}`,
-    decision: i % 2 === 0 ? 'allow' : 'deny',
-    reason: i % 2 === 0 ? 'resource' : 'scope',
-    ...overrides,
-  };
-}
 
 describe.each(DATABASE_KINDS)('audit chain on %s', (kind) => {
   let t: TestDatabase;
@@ -30,18 +14,12 @@ describe.each(DATABASE_KINDS)('audit chain on %s', (kind) => {
     await t.drop();
   });
 
-  async function record(count: number, log = new AuditLog(t.db, silent, { maxBatch: 7, flushMs: 5 })): Promise<void> {
-    for (let i = 0; i < count; i++) log.record(decision(i));
+  async function record(count: number, log = new AuditLog(t.db, SILENT_LOGGER, { maxBatch: 7, flushMs: 5 })): Promise<void> {
+    for (let i = 0; i < count; i++) log.record(sampleDecision(i));
     await log.close();
   }
 
-  async function disableAppendOnly(): Promise<void> {
-    if (kind === 'postgres') await sql`alter table audit_events disable trigger user`.execute(t.db.kysely);
-    else {
-      await sql`drop trigger audit_events_no_update`.execute(t.db.kysely);
-      await sql`drop trigger audit_events_no_delete`.execute(t.db.kysely);
-    }
-  }
+  const disableAppendOnly = () => liftAppendOnly(t.db.kysely, kind);
 
   it('writes every recorded event, in order, as a verifiable chain', async () => {
     await record(25);
@@ -78,8 +56,8 @@ describe.each(DATABASE_KINDS)('audit chain on %s', (kind) => {
   });
 
   it('keeps one chain when several writers share the database', async () => {
-    const writers = [0, 1, 2].map(() => new AuditLog(t.db, silent, { maxBatch: 3, flushMs: 1 }));
-    for (let i = 0; i < 30; i++) writers[i % 3]!.record(decision(i));
+    const writers = [0, 1, 2].map(() => new AuditLog(t.db, SILENT_LOGGER, { maxBatch: 3, flushMs: 1 }));
+    for (let i = 0; i < 30; i++) writers[i % 3]!.record(sampleDecision(i));
     await Promise.all(writers.map((w) => w.close()));
     expect(await verifyAuditChain(t.db.kysely)).toEqual({ ok: true, events: 30 });
   });

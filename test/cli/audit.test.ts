@@ -1,24 +1,8 @@
-import { sql } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { AuditLog, type AuditDecision } from '../../src/audit/audit-log.js';
+import { AuditLog } from '../../src/audit/audit-log.js';
+import { liftAppendOnly, sampleDecision, SILENT_LOGGER } from '../helpers/audit.js';
 import { DATABASE_KINDS } from '../helpers/databases.js';
 import { CLI_TEST_TIMEOUT, openCliDatabase, runCli, startCli, waitFor, type CliDatabase } from './cli-process.js';
-
-const silent = { info: () => {}, error: () => {} };
-
-function decision(i: number): AuditDecision {
-  return {
-    requestId: `req-${i}`,
-    subject: 'user-1',
-    clientId: 'app',
-    interface: 'rest',
-    operation: 'getPost',
-    resourceType: 'post',
-    resourceId: `post-${i}`,
-    decision: i % 2 === 0 ? 'allow' : 'deny',
-    reason: i % 2 === 0 ? 'granted' : 'scope',
-  };
-}
 
 describe.each(DATABASE_KINDS)('portcullis audit on %s', { timeout: CLI_TEST_TIMEOUT }, (kind) => {
   let t: CliDatabase;
@@ -30,8 +14,8 @@ describe.each(DATABASE_KINDS)('portcullis audit on %s', { timeout: CLI_TEST_TIME
   });
 
   async function record(from: number, count: number): Promise<void> {
-    const log = new AuditLog(t.db, silent);
-    for (let i = from; i < from + count; i++) log.record(decision(i));
+    const log = new AuditLog(t.db, SILENT_LOGGER);
+    for (let i = from; i < from + count; i++) log.record(sampleDecision(i, { subject: 'user-1', reason: i % 2 === 0 ? 'granted' : 'scope' }));
     await log.close();
   }
 
@@ -42,11 +26,7 @@ describe.each(DATABASE_KINDS)('portcullis audit on %s', { timeout: CLI_TEST_TIME
     expect(await runCli(['audit', 'verify'], t.env)).toEqual({ code: 0, stdout: 'ok: 6 events\n', stderr: '' });
 
     // Only someone who can change the schema can rewrite history: lift the append-only triggers first.
-    if (kind === 'postgres') await sql`alter table audit_events disable trigger user`.execute(t.db.kysely);
-    else {
-      await sql`drop trigger audit_events_no_update`.execute(t.db.kysely);
-      await sql`drop trigger audit_events_no_delete`.execute(t.db.kysely);
-    }
+    await liftAppendOnly(t.db.kysely, kind);
     const rows = await events();
     const target = rows[3]!;
     await t.db.kysely.updateTable('auditEvents').set({ decision: 'allow', reason: 'granted' }).where('seq', '=', target.seq).execute();
