@@ -16,6 +16,7 @@ import { startMaintenance } from './maintenance/purge-expired.js';
 import { SubjectDirectory } from './pipeline/subject-directory.js';
 import { allowedMethodsFinder } from './rest/method-not-allowed.js';
 import { registerRest } from './rest/plugin.js';
+import { representationTagger } from './rest/representation.js';
 import { sendRestError } from './rest/send-error.js';
 import type { RouteDefinition } from './rest/route-definition.js';
 import { openDb, type Db } from './storage/dialect.js';
@@ -45,6 +46,10 @@ function publishSchemaRoute(route: RouteDefinition): RouteDefinition {
   return { ...route, access: { ...route.access, public: true, scopes: [], permission: null } };
 }
 
+function setCommonHeaders(requestId: string, reply: FastifyReply): void {
+  reply.headers({ 'x-request-id': requestId, 'x-content-type-options': 'nosniff' });
+}
+
 /** Wiring only: storage, token service, policy, the REST pipeline, the authorization server, health. */
 export async function buildApp(config: Config, options: BuildOptions = {}): Promise<App> {
   const fastify = Fastify({
@@ -61,7 +66,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
     // URLs the router cannot even parse (bad percent-encoding, an over-long path segment) get the API's
     // error shape like every other refusal.
-    frameworkErrors(error, _request, reply) {
+    frameworkErrors(error, request, reply) {
+      setCommonHeaders(request.id, reply as unknown as FastifyReply);
       const badUrl = error.code === 'FST_ERR_BAD_URL' || error.code === 'FST_ERR_MAX_PARAM_LENGTH';
       void sendRestError(
         reply as unknown as FastifyReply,
@@ -100,14 +106,16 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     },
   };
 
-  fastify.addHook('onSend', async (request, reply, payload) => {
-    reply.header('x-request-id', request.id);
-    reply.header('x-content-type-options', 'nosniff');
-    return payload;
+  // Set when the request arrives, so every response carries them, errors included.
+  fastify.addHook('onRequest', (request, reply, done) => {
+    setCommonHeaders(request.id, reply);
+    done();
   });
 
+  const restRoutes = config.graphql.introspectionPublic ? routes.map(publishSchemaRoute) : routes;
   await registerRest(fastify, {
-    routes: config.graphql.introspectionPublic ? routes.map(publishSchemaRoute) : routes,
+    routes: restRoutes,
+    representationOf: representationTagger(restRoutes),
     audit,
     config,
     policy,

@@ -1,7 +1,6 @@
-import type { ValidateFunction } from 'ajv';
 import { routes, type OperationId } from '../../generated/routes.js';
 import type { ErrorDetail } from '../errors/registry.js';
-import { validationDetails, validatorCompiler } from '../rest/validation.js';
+import { partValidator, validationDetails } from '../rest/validation.js';
 import { UsageError } from './cli-errors.js';
 
 /**
@@ -18,7 +17,7 @@ export function checkContractInput<T>(
   const route = routes.find((r) => r.operationId === operationId);
   const schema = route?.schema[part];
   if (!route || !schema) throw new Error(`the contract has no ${part} schema for ${operationId}`);
-  const validate = validatorCompiler({ schema, method: route.method, url: route.path, httpPart: part }) as ValidateFunction;
+  const validate = partValidator(schema, part);
   const data = structuredClone(input);
   if (!validate(data)) throw invalidOptions(validationDetails(validate.errors ?? [], part), optionNames);
   return data as T;

@@ -1,25 +1,39 @@
 import type { Exchange } from './exchange.js';
 import { rejectInvalidText } from './text-integrity.js';
-import { authorizeOperation, checkResource, identify, limit, negotiate, rejectBodyToken, type StageDeps } from './stages.js';
+import {
+  authorizeOperation,
+  checkPrecondition,
+  checkResource,
+  identify,
+  limit,
+  negotiate,
+  rejectBodyToken,
+  validate,
+  type StageDeps,
+} from './stages.js';
 
-export type Phase = 'request' | 'body' | 'resource';
+export type Phase = 'request' | 'body';
+
+/** A stage returns nothing when it finished synchronously, or a promise when it had to wait (I/O). */
+export type StageResult = void | Promise<void>;
 
 export interface Stage {
   name: string;
-  /** request: before the body is read; body: after parsing, before validation; resource: after validation. */
+  /** request: before the body is read; body: once it is parsed. */
   phase: Phase;
-  run: (ex: Exchange, deps: StageDeps) => void | Promise<void>;
+  run: (ex: Exchange, deps: StageDeps) => StageResult;
 }
 
 /**
- * The REST request pipeline, in order. The adapter (src/rest/) runs each phase's stages in this order;
- * Fastify validates the request against the contract between `body` and `resource`; the handler runs
- * after `resource`; the response is serialised with the contract's schema and tagged (ETag); the audit
- * log records the decision when the response is sent.
+ * The REST request pipeline, in order. The adapter (src/rest/) runs the `request` phase as soon as the
+ * route is known, so a caller who may not call the operation is refused before its body is read, and the
+ * `body` phase once the body is parsed; then the operation's handler runs, the response is serialised with
+ * the contract's schema and tagged (rest/representation.ts), and the decision goes to the audit log
+ * (record-decision.ts).
  *
  *   authenticate -> rate-limit -> negotiate -> authorize -> (parse) -> reject-body-token
- *   -> reject-invalid-text -> validate
- *   -> load-resource -> handle -> serialize (rest/representation.ts) -> audit (record-decision.ts)
+ *   -> reject-invalid-text -> validate -> load-resource -> check-precondition
+ *   -> handle -> serialize -> audit
  */
 export const REST_PIPELINE: readonly Stage[] = [
   { name: 'authenticate', phase: 'request', run: identify },
@@ -28,11 +42,27 @@ export const REST_PIPELINE: readonly Stage[] = [
   { name: 'authorize', phase: 'request', run: authorizeOperation },
   { name: 'reject-body-token', phase: 'body', run: rejectBodyToken },
   { name: 'reject-invalid-text', phase: 'body', run: rejectInvalidText },
-  { name: 'load-resource', phase: 'resource', run: checkResource },
+  { name: 'validate', phase: 'body', run: validate },
+  { name: 'load-resource', phase: 'body', run: checkResource },
+  { name: 'check-precondition', phase: 'body', run: checkPrecondition },
 ];
 
-export async function runPhase(phase: Phase, ex: Exchange, deps: StageDeps): Promise<void> {
-  for (const stage of REST_PIPELINE) {
-    if (stage.phase === phase) await stage.run(ex, deps);
+const PHASES: Record<Phase, readonly Stage[]> = {
+  request: REST_PIPELINE.filter((stage) => stage.phase === 'request'),
+  body: REST_PIPELINE.filter((stage) => stage.phase === 'body'),
+};
+
+/**
+ * Runs a phase's stages in order. It stays synchronous for as long as every stage does (a cached token,
+ * a policy check): a request that waits for nothing is not charged a promise per stage.
+ */
+export function runPhase(phase: Phase, ex: Exchange, deps: StageDeps): StageResult {
+  return runFrom(PHASES[phase], 0, ex, deps);
+}
+
+function runFrom(stages: readonly Stage[], first: number, ex: Exchange, deps: StageDeps): StageResult {
+  for (let i = first; i < stages.length; i++) {
+    const pending = stages[i]!.run(ex, deps);
+    if (pending !== undefined) return pending.then(() => runFrom(stages, i + 1, ex, deps));
   }
 }

@@ -4,6 +4,8 @@ import type { Config } from '../config/config.js';
 import { RateLimiter, rateLimitHeaders } from '../limits/rate-limit.js';
 import { evaluateRule } from '../policy/resource-rule.js';
 import type { PolicyTable } from '../policy/table.js';
+import { matchesAny } from '../rest/entity-tag.js';
+import { requestValidator } from '../rest/validation.js';
 import { negotiateVersion } from '../rest/versioning.js';
 import { loadResource, resourceLoader } from '../operations/resources.js';
 import type { OperationDeps } from '../operations/types.js';
@@ -11,6 +13,7 @@ import { authenticate } from './authenticate.js';
 import { authorize } from './authorize.js';
 import type { Exchange } from './exchange.js';
 import type { SubjectDirectory } from './subject-directory.js';
+import type { RouteDefinition } from '../rest/route-definition.js';
 import { bearerChallenge } from './www-authenticate.js';
 
 export interface StageDeps {
@@ -20,6 +23,8 @@ export interface StageDeps {
   subjects: SubjectDirectory;
   limiter: RateLimiter;
   operations: OperationDeps;
+  /** The ETag a GET of the resource would carry now (If-Match), or null when it has no GET. */
+  representationOf: (route: RouteDefinition, resource: Record<string, unknown>) => string | null;
 }
 
 /** API version from the path or the Accept header (406 when unknown). */
@@ -104,4 +109,17 @@ export async function checkResource(ex: Exchange, deps: StageDeps): Promise<void
   }
   ex.resource = resource;
   ex.decision = { decision: 'allow', reason: 'resource' };
+}
+
+/** Parameters, body, query and headers against the contract (400 VALIDATION_FAILED, no mass assignment). */
+export function validate(ex: Exchange): void {
+  requestValidator(ex.route)({ params: ex.params, body: ex.body, querystring: ex.query, headers: ex.headers });
+}
+
+/** RFC 9110 §13.1.1: a PUT or DELETE with If-Match proceeds only when the current representation matches. */
+export function checkPrecondition(ex: Exchange, deps: StageDeps): void {
+  const ifMatch = ex.headers['if-match'];
+  if (ifMatch === undefined || !ex.resource || (ex.method !== 'PUT' && ex.method !== 'DELETE')) return;
+  const current = deps.representationOf(ex.route, ex.resource);
+  if (current === null || !matchesAny(ifMatch, current, false)) throw new ApiError('PRECONDITION_FAILED');
 }

@@ -8,15 +8,10 @@ import {
   releaseIdempotencyKey,
 } from '../storage/idempotency-keys.js';
 import type { Database } from '../storage/schema.js';
+import type { HandlerResponse } from './representation.js';
 
 const RETENTION_MS = 24 * 3600 * 1000;
 // Expired keys are replaced when reused and removed by the maintenance job (src/maintenance/).
-
-export interface HandlerResponse {
-  status: number;
-  body: unknown;
-  headers?: Record<string, string>;
-}
 
 /**
  * `Idempotency-Key` on POST (draft-ietf-httpapi-idempotency-key-header): the same key and body replay the

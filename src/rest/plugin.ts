@@ -1,5 +1,4 @@
-import type { FastifyInstance } from 'fastify';
-import { ApiError } from '../errors/registry.js';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { handlers } from '../operations/index.js';
 import type { Handler } from '../operations/types.js';
 import type { AuditLog } from '../audit/audit-log.js';
@@ -8,16 +7,15 @@ import { recordDecision } from '../pipeline/record-decision.js';
 import { runPhase } from '../pipeline/rest-pipeline.js';
 import type { StageDeps } from '../pipeline/stages.js';
 import { ANONYMOUS } from '../policy/principal.js';
-import { matchesAny } from './entity-tag.js';
 import { fromFastifyError } from './error-response.js';
-import { runIdempotent, type HandlerResponse } from './idempotency.js';
+import { runIdempotent } from './idempotency.js';
 import { parseJsonBody } from './json-body.js';
 import { sendRestError } from './send-error.js';
 import { nextLink } from './link-header.js';
 import type { RouteDefinition } from './route-definition.js';
-import { represent, representationTagger } from './representation.js';
+import { applyExchangeHeaders, sendRepresentation, type HandlerResponse } from './representation.js';
 import { serializerCompiler } from './serialization.js';
-import { validatorCompiler } from './validation.js';
+import { requestValidator } from './validation.js';
 import { VENDOR_TYPE } from './versioning.js';
 
 export interface RestDeps extends StageDeps {
@@ -34,111 +32,105 @@ declare module 'fastify' {
   }
 }
 
-/** For operations that declare no query parameters: any query parameter is unknown, hence a 400. */
-const NO_QUERY_PARAMETERS = { type: 'object', additionalProperties: false } as const;
-
-/** Registers one Fastify route per contract operation (under /v1 and unprefixed) and the REST pipeline. */
+/**
+ * Registers one Fastify route per contract operation (under /v1 and unprefixed) and runs the REST pipeline
+ * (src/pipeline/rest-pipeline.ts) on them: its `request` phase in `onRequest`, before the body is read;
+ * its `body` phase, the operation and the response in the route handler. Validation is the pipeline's own
+ * `validate` stage, so Fastify is given only the response schemas (for serialising error bodies).
+ */
 export async function registerRest(app: FastifyInstance, deps: RestDeps): Promise<void> {
-  const representationOf = representationTagger(deps.routes);
-
   await app.register(async (scope) => {
-    scope.setValidatorCompiler(validatorCompiler);
     scope.setSerializerCompiler(serializerCompiler);
     // JSON only (and its vendor form); prototype-poisoning keys are refused, not stripped.
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser(['application/json', VENDOR_TYPE], { parseAs: 'string' }, parseJsonBody);
     scope.decorateRequest('exchange', null);
 
-    scope.addHook('onRequest', async (request) => {
+    scope.addHook('onRequest', (request, _reply, done) => {
       const route = request.routeOptions.config.route;
-      if (!route) return;
-      const path = request.url.split('?', 1)[0]!;
-      const ex: Exchange = {
-        route,
-        requestId: request.id,
-        ip: request.ip,
-        method: request.method,
-        path,
-        pathVersioned: path.startsWith('/v1/'),
-        headers: request.headers,
-        query: request.query as Record<string, unknown>,
-        params: request.params as Record<string, string>,
-        body: undefined,
-        principal: ANONYMOUS,
-        resource: null,
-        mediaType: null,
-        responseHeaders: { vary: 'Authorization, Accept' },
-        decision: null,
-      };
+      if (!route) return done();
+      const ex = openExchange(request, route);
       request.exchange = ex;
-      await runPhase('request', ex, deps);
-    });
-
-    scope.addHook('preValidation', async (request) => {
-      const ex = request.exchange;
-      if (!ex) return;
-      mergeBracketExpand(request.query as Record<string, unknown>);
-      ex.body = request.body;
-      await runPhase('body', ex, deps);
-    });
-
-    scope.addHook('preHandler', async (request) => {
-      const ex = request.exchange;
-      if (!ex) return;
-      ex.params = request.params as Record<string, string>;
-      ex.query = request.query as Record<string, unknown>;
-      ex.body = request.body;
-      await runPhase('resource', ex, deps);
-      // RFC 9110 §13.1.1: a PUT or DELETE with If-Match proceeds only when the current representation matches.
-      const ifMatch = request.headers['if-match'];
-      if (ifMatch !== undefined && ex.resource && (ex.method === 'PUT' || ex.method === 'DELETE')) {
-        const current = representationOf(ex.route, ex.resource);
-        if (current === null || !matchesAny(ifMatch, current, false)) throw new ApiError('PRECONDITION_FAILED');
+      let pending;
+      try {
+        pending = runPhase('request', ex, deps);
+      } catch (error) {
+        return done(error as Error);
       }
+      if (pending) pending.then(() => done(), done);
+      else done();
     });
 
-    scope.addHook('onSend', async (request, reply, payload) => {
-      const ex = request.exchange;
-      if (!ex) return payload;
-      reply.headers(ex.responseHeaders);
-      return represent(ex, request, reply, payload);
-    });
-
-    scope.addHook('onResponse', async (request) => {
+    // The decision is recorded once the response is sent, whichever way the request ended.
+    scope.addHook('onResponse', (request, _reply, done) => {
       if (request.exchange) recordDecision(request.exchange, deps.audit);
+      done();
     });
 
-    scope.setErrorHandler(async (error, _request, reply) => sendRestError(reply, fromFastifyError(error)));
+    scope.setErrorHandler((error, request, reply) => {
+      const ex = request.exchange;
+      if (ex) applyExchangeHeaders(ex, reply);
+      return sendRestError(reply, fromFastifyError(error), ex?.mediaType ?? null);
+    });
 
     for (const route of deps.routes) {
-      const handler = handlers[route.operationId as keyof typeof handlers] as unknown as Handler<never>;
+      requestValidator(route); // compiled now, not on the first request
+      const handle = operationRunner(route, deps);
       for (const url of [route.path.replace(/\{([^}]+)\}/g, ':$1'), route.unversionedUrl]) {
-        scope.route({
-          method: route.method,
-          url,
-          schema: { querystring: NO_QUERY_PARAMETERS, ...route.schema },
-          config: { route },
-          handler: async (request, reply) => {
-            const ex = request.exchange!;
-            const result = await runIdempotent(deps.operations.db, ex, () =>
-              handler(
-                { params: request.params, query: request.query, body: request.body } as never,
-                { principal: ex.principal, resource: ex.resource, deps: deps.operations },
-              ) as Promise<HandlerResponse>,
-            );
-            reply.code(result.status);
-            if (result.replayed) reply.header('idempotent-replayed', 'true');
-            if (result.headers) reply.headers(result.headers);
-            const next = (result.body as { page?: { next?: string | null } } | undefined)?.page?.next;
-            if (typeof next === 'string') reply.header('link', nextLink(request.url, next));
-            if (result.status === 204) return reply.send();
-            if (route.successMediaType && typeof result.body === 'string') reply.type(`${route.successMediaType}; charset=utf-8`);
-            return result.body;
-          },
-        });
+        scope.route({ method: route.method, url, schema: { response: route.schema.response }, config: { route }, handler: handle });
       }
     }
   });
+}
+
+function openExchange(request: FastifyRequest, route: RouteDefinition): Exchange {
+  const url = request.url;
+  const query = url.indexOf('?');
+  const path = query < 0 ? url : url.slice(0, query);
+  return {
+    route,
+    requestId: request.id,
+    ip: request.ip,
+    method: request.method,
+    path,
+    pathVersioned: path.startsWith('/v1/'),
+    headers: request.headers,
+    query: request.query as Record<string, unknown>,
+    params: request.params as Record<string, string>,
+    body: undefined,
+    principal: ANONYMOUS,
+    resource: null,
+    mediaType: null,
+    responseHeaders: { vary: 'Authorization, Accept' },
+    decision: null,
+  };
+}
+
+/** The route handler: the pipeline's `body` phase, the operation, then its response. */
+function operationRunner(route: RouteDefinition, deps: RestDeps) {
+  const handler = handlers[route.operationId as keyof typeof handlers] as unknown as Handler<never>;
+  const operate = (request: FastifyRequest, reply: FastifyReply, ex: Exchange) => {
+    const run = () =>
+      handler({ params: ex.params, query: ex.query, body: ex.body } as never, {
+        principal: ex.principal,
+        resource: ex.resource,
+        deps: deps.operations,
+      }) as Promise<HandlerResponse>;
+    const respond = (result: HandlerResponse & { replayed?: boolean }) => {
+      if (result.replayed) reply.header('idempotent-replayed', 'true');
+      const next = (result.body as { page?: { next?: string | null } } | undefined)?.page?.next;
+      if (typeof next === 'string') reply.header('link', nextLink(request.url, next));
+      return sendRepresentation(ex, reply, result);
+    };
+    return (route.method === 'POST' ? runIdempotent(deps.operations.db, ex, run) : run()).then(respond);
+  };
+  return (request: FastifyRequest, reply: FastifyReply) => {
+    const ex = request.exchange!;
+    mergeBracketExpand(ex.query);
+    ex.body = request.body;
+    const pending = runPhase('body', ex, deps);
+    return pending ? pending.then(() => operate(request, reply, ex)) : operate(request, reply, ex);
+  };
 }
 
 /** `expand[]=author` is accepted as a synonym of `expand=author`. */

@@ -1,35 +1,73 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply } from 'fastify';
 import type { Exchange } from '../pipeline/exchange.js';
 import { entityTag, matchesAny } from './entity-tag.js';
 import type { RouteDefinition } from './route-definition.js';
 import { serializerFor } from './serialization.js';
 
-/** Caching headers, vendor media type, and ETag / If-None-Match on every successful GET. */
-export function represent(ex: Exchange, request: FastifyRequest, reply: FastifyReply, payload: unknown): unknown {
-  const status = reply.statusCode;
-  const contentType = String(reply.getHeader('content-type') ?? '');
-  if (ex.mediaType && contentType.includes('json')) reply.header('content-type', ex.mediaType);
+export interface HandlerResponse {
+  status: number;
+  body: unknown;
+  headers?: Record<string, string>;
+}
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+/**
+ * Headers every response to an exchange carries, success or error: rate limit, `Vary`, and the
+ * deprecation notice of a deprecated operation.
+ */
+export function applyExchangeHeaders(ex: Exchange, reply: FastifyReply): void {
+  reply.headers(ex.responseHeaders);
   if (ex.route.deprecated) reply.headers(ex.route.deprecationHeaders);
-  if (request.method !== 'GET' && request.method !== 'HEAD') {
+}
+
+/** A JSON response answers in the vendor media type when the client asked for it (versioning.ts). */
+export function contentTypeFor(ex: Exchange, mediaType: string): string {
+  return ex.mediaType !== null && mediaType.includes('json') ? ex.mediaType : mediaType;
+}
+
+/**
+ * A handler's result as the response: serialised with the contract's schema for its status (fields outside
+ * the contract are never sent), caching headers, and on a successful GET an ETag with If-None-Match (304).
+ */
+export function sendRepresentation(ex: Exchange, reply: FastifyReply, result: HandlerResponse): FastifyReply {
+  reply.code(result.status);
+  applyExchangeHeaders(ex, reply);
+  if (result.headers) reply.headers(result.headers);
+  const readOnly = ex.method === 'GET' || ex.method === 'HEAD';
+  if (!readOnly || result.status >= 300) {
     reply.header('cache-control', 'no-store');
-    return payload;
+  } else {
+    reply.header('cache-control', ex.principal.kind === 'anonymous' ? 'public, no-cache' : 'private, no-cache');
   }
-  if (status >= 300) {
-    reply.header('cache-control', 'no-store');
-    return payload;
+  if (result.status === 204) return reply.send();
+  let payload: string;
+  if (typeof result.body === 'string') {
+    // A document serialised once at start-up, in its own media type (the published contract, the SDL).
+    payload = result.body;
+    reply.header('content-type', contentTypeFor(ex, `${ex.route.successMediaType ?? 'text/plain'}; charset=utf-8`));
+  } else {
+    payload = serializerFor(ex.route.schema.response[String(result.status)]!)(result.body);
+    reply.header('content-type', contentTypeFor(ex, JSON_TYPE));
   }
-  reply.header('cache-control', ex.principal.kind === 'anonymous' ? 'public, no-cache' : 'private, no-cache');
-  if (status === 200 && (typeof payload === 'string' || Buffer.isBuffer(payload))) {
+  if (readOnly && result.status === 200) {
     const tag = entityTag(payload);
     reply.header('etag', tag);
-    if (matchesAny(request.headers['if-none-match'], tag, true)) {
+    if (matchesAny(ex.headers['if-none-match'], tag, true)) {
       reply.code(304);
       reply.removeHeader('content-type');
-      reply.removeHeader('content-length');
-      return '';
+      return reply.send();
     }
   }
-  return payload;
+  return reply.send(exactly(ex, payload));
+}
+
+/**
+ * Fastify re-renders the media type of a text payload (`version="1"; charset=utf-8`); bytes are sent with
+ * the content type as set, so the vendor media type is echoed exactly as documented.
+ */
+export function exactly(ex: Exchange, payload: string): string | Buffer {
+  return ex.mediaType === null ? payload : Buffer.from(payload);
 }
 
 /**

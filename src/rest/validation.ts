@@ -1,9 +1,9 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
-import type { FastifySchemaCompiler } from 'fastify';
 import { pointerToken } from '../errors/json-pointer.js';
-import type { ErrorDetail } from '../errors/registry.js';
+import { ApiError, type ErrorDetail } from '../errors/registry.js';
+import type { RouteDefinition } from './route-definition.js';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => void;
 
@@ -28,19 +28,60 @@ function createAjv(coerce: boolean): Ajv2020 {
 const coercing = createAjv(true);
 const strictTypes = createAjv(false);
 
+export type RequestPart = 'params' | 'body' | 'querystring' | 'headers';
+
+/** The parts of a request as they are validated; path, query and header values are coerced in place. */
+export type RequestParts = Record<RequestPart, unknown>;
+
+/** For operations that declare no query parameters: any query parameter is unknown, hence a 400. */
+const NO_QUERY_PARAMETERS = { type: 'object', additionalProperties: false } as const;
+
+// Fastify's order: a request that is wrong in several parts is told about the first.
+const PARTS: readonly RequestPart[] = ['params', 'body', 'querystring', 'headers'];
+
 const compiled = { body: new WeakMap<object, ValidateFunction>(), other: new WeakMap<object, ValidateFunction>() };
 
-/** Each operation is routed twice (/v1 and unprefixed); its schemas are compiled once. */
-export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) => {
-  const isBody = httpPart === 'body';
+/** One part's schema compiled (once: each operation is routed twice, /v1 and unprefixed). */
+export function partValidator(schema: object, part: RequestPart): ValidateFunction {
+  const isBody = part === 'body';
   const cache = isBody ? compiled.body : compiled.other;
-  let validate = cache.get(schema as object);
+  let validate = cache.get(schema);
   if (!validate) {
-    validate = isBody ? strictTypes.compile(schema as object) : decimalNumeralsOnly(schema as object, coercing.compile(schema as object));
-    cache.set(schema as object, validate);
+    validate = isBody ? strictTypes.compile(schema) : decimalNumeralsOnly(schema, coercing.compile(schema));
+    cache.set(schema, validate);
   }
   return validate;
-};
+}
+
+type RequestValidator = (parts: RequestParts) => void;
+
+const validators = new WeakMap<RouteDefinition, RequestValidator>();
+
+/**
+ * The operation's request validator, compiled once per route from the contract's schemas: it throws
+ * VALIDATION_FAILED naming the first invalid part, with a detail per problem.
+ */
+export function requestValidator(route: RouteDefinition): RequestValidator {
+  let validator = validators.get(route);
+  if (!validator) {
+    const schemas: Partial<Record<RequestPart, object>> = { ...route.schema, querystring: route.schema.querystring ?? NO_QUERY_PARAMETERS };
+    const checks = PARTS.flatMap((part) => {
+      const schema = schemas[part];
+      return schema ? [{ part, validate: partValidator(schema, part) }] : [];
+    });
+    validator = (parts) => {
+      for (const { part, validate } of checks) {
+        if (!validate(parts[part])) {
+          throw new ApiError('VALIDATION_FAILED', 'The request does not match the contract.', {
+            details: validationDetails(validate.errors ?? [], part),
+          });
+        }
+      }
+    };
+    validators.set(route, validator);
+  }
+  return validator;
+}
 
 const DECIMAL = { integer: /^-?(0|[1-9][0-9]*)$/, number: /^-?(0|[1-9][0-9]*)(\.[0-9]+)?$/ } as const;
 
