@@ -1,43 +1,15 @@
-import { sql, type CompiledQuery, type Insertable, type Kysely } from 'kysely';
-import type { Database } from '../storage/schema.js';
 import type { Db } from '../storage/dialect.js';
 import { newId } from '../storage/ids.js';
-import { chainHash, GENESIS_HASH } from './chain.js';
+import { appendAuditEvents } from './append-events.js';
+import type { AuditDecision, AuditEvent } from './audit-event.js';
 
-export interface AuditDecision {
-  requestId: string | null;
-  subject: string | null;
-  clientId: string | null;
-  interface: 'rest' | 'graphql';
-  operation: string;
-  resourceType: string | null;
-  resourceId: string | null;
-  decision: 'allow' | 'deny';
-  /** Which check decided: public, granted, authentication, scope, role, resource, ... */
-  reason: string;
-}
+export type { AuditDecision } from './audit-event.js';
 
 export interface AuditLogger {
   info(obj: object, msg: string): void;
   error(obj: object, msg: string): void;
 }
 
-type PendingEvent = AuditDecision & { id: string; time: string };
-
-const COLUMNS = [
-  'id', 'time', 'requestId', 'subject', 'clientId', 'interface', 'operation', 'resourceType', 'resourceId', 'decision', 'reason', 'prevHash', 'hash',
-] as const;
-
-/** Rows per INSERT statement: 50 x 13 parameters stays far below SQLite's and PostgreSQL's limits. */
-const CHUNK = 50;
-
-function compileInsert(db: Kysely<Database>, rows: number): CompiledQuery {
-  const template = Object.fromEntries(COLUMNS.map((column) => [column, ''])) as unknown as Insertable<Database['auditEvents']>;
-  return db.insertInto('auditEvents').values(Array.from({ length: rows }, () => template)).compile();
-}
-
-/** Serialises chain extension across instances sharing one PostgreSQL database. */
-const CHAIN_LOCK = 0x706f7274; // "port"
 const MAX_PENDING = 10_000;
 
 /**
@@ -46,10 +18,9 @@ const MAX_PENDING = 10_000;
  * flushes what is pending, so a graceful shutdown loses none.
  */
 export class AuditLog {
-  #pending: PendingEvent[] = [];
+  #pending: AuditEvent[] = [];
   #timer: NodeJS.Timeout | null = null;
   #flushing: Promise<void> = Promise.resolve();
-  readonly #inserts = new Map<number, CompiledQuery>();
 
   constructor(
     private readonly db: Db,
@@ -58,7 +29,21 @@ export class AuditLog {
   ) {}
 
   record(decision: AuditDecision): void {
-    const event: PendingEvent = { ...decision, id: newId(), time: new Date().toISOString() };
+    const now = Date.now();
+    // One object of one shape per event: this runs on every request.
+    const event: AuditEvent = {
+      id: newId(now),
+      time: new Date(now).toISOString(),
+      requestId: decision.requestId,
+      subject: decision.subject,
+      clientId: decision.clientId,
+      interface: decision.interface,
+      operation: decision.operation,
+      resourceType: decision.resourceType,
+      resourceId: decision.resourceId,
+      decision: decision.decision,
+      reason: decision.reason,
+    };
     this.logger.info({ audit: event }, 'access.decided');
     this.#pending.push(event);
     if (this.#pending.length >= this.options.maxBatch) void this.flush();
@@ -76,25 +61,9 @@ export class AuditLog {
     return this.#flushing;
   }
 
-  async #write(batch: PendingEvent[]): Promise<void> {
+  async #write(batch: AuditEvent[]): Promise<void> {
     try {
-      await this.db.kysely.transaction().execute(async (trx) => {
-        if (this.db.dialect === 'postgres') await sql`select pg_advisory_xact_lock(${CHAIN_LOCK})`.execute(trx);
-        const last = await trx.selectFrom('auditEvents').select('hash').orderBy('seq', 'desc').limit(1).executeTakeFirst();
-        let prevHash = last?.hash ?? GENESIS_HASH;
-        const rows = batch.map((event) => {
-          const row = { ...event, prevHash, hash: chainHash(prevHash, event) };
-          prevHash = row.hash;
-          return row;
-        });
-        // Multi-row inserts of at most CHUNK rows, each shape compiled once: building a Kysely query per
-        // batch, or running one statement per row, would cost more than the write itself.
-        for (let start = 0; start < rows.length; start += CHUNK) {
-          const chunk = rows.slice(start, start + CHUNK);
-          const insert = this.#insertFor(trx, chunk.length);
-          await trx.executeQuery({ ...insert, parameters: chunk.flatMap((row) => COLUMNS.map((column) => row[column])) });
-        }
-      });
+      await appendAuditEvents(this.db, batch);
     } catch (error) {
       // The structured log line already carries every event; the database copy is retried with the next
       // batch, up to a bound so that a database outage cannot exhaust memory.
@@ -104,15 +73,6 @@ export class AuditLog {
         this.#timer ??= setTimeout(() => void this.flush(), this.options.flushMs * 4);
       }
     }
-  }
-
-  #insertFor(db: Kysely<Database>, rows: number): CompiledQuery {
-    let insert = this.#inserts.get(rows);
-    if (!insert) {
-      insert = compileInsert(db, rows);
-      this.#inserts.set(rows, insert);
-    }
-    return insert;
   }
 
   async close(): Promise<void> {

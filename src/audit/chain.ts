@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { AuditEventsTable } from '../storage/schema.js';
 
 /** The fields of an audit event that its hash covers: all but its position and the chain itself. */
@@ -26,5 +26,5 @@ export function chainHash(prevHash: string, event: ChainedFields): string {
     event.decision,
     event.reason,
   ]);
-  return createHash('sha256').update(canonical).digest('hex');
+  return hash('sha256', canonical, 'hex');
 }

@@ -1,8 +1,8 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 /** A strong entity tag over the exact bytes of a representation (RFC 9110 §8.8.3). */
 export function entityTag(payload: string | Buffer): string {
-  return `"${createHash('sha256').update(payload).digest('base64url').slice(0, 27)}"`;
+  return `"${hash('sha256', payload, 'base64url').slice(0, 27)}"`;
 }
 
 /** If-None-Match uses the weak comparison, If-Match the strong one (RFC 9110 §13.1.1, §13.1.2). */

@@ -3,13 +3,16 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Database } from './schema.js';
 import { SqliteBooleanPlugin } from './sqlite-boolean-plugin.js';
-import { withStatementCache } from './sqlite-statement-cache.js';
+import type { SqliteHandle } from './sqlite-handle.js';
+import { statementCache, withStatementCache } from './sqlite-statement-cache.js';
 
 export type DialectName = 'sqlite' | 'postgres';
 
 export interface Db {
   readonly kysely: Kysely<Database>;
   readonly dialect: DialectName;
+  /** The embedded database's own handle, for the few hot statements that bypass Kysely; null on PostgreSQL. */
+  readonly sqlite: SqliteHandle | null;
   /** Cheap round trip for /readyz. */
   ping(): Promise<void>;
   close(): Promise<void>;
@@ -38,6 +41,7 @@ export async function openDb(options: DbOptions): Promise<Db> {
     return {
       kysely,
       dialect: 'postgres',
+      sqlite: null,
       ping: async () => {
         await pool.query('select 1');
       },
@@ -55,13 +59,21 @@ export async function openDb(options: DbOptions): Promise<Db> {
   database.pragma('foreign_keys = ON');
   database.pragma('busy_timeout = 5000');
   database.pragma('synchronous = NORMAL');
+  const prepare = statementCache(database);
   const kysely = new Kysely<Database>({
-    dialect: new SqliteDialect({ database: withStatementCache(database) }),
+    dialect: new SqliteDialect({ database: withStatementCache(database, prepare) }),
     plugins: [new CamelCasePlugin(), new SqliteBooleanPlugin()],
   });
   return {
     kysely,
     dialect: 'sqlite',
+    sqlite: {
+      prepare,
+      get inTransaction() {
+        return database.inTransaction;
+      },
+      immediateTransaction: (run) => database.transaction(run).immediate(),
+    },
     ping: async () => {
       database.prepare('select 1').get();
     },

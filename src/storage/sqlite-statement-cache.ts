@@ -7,20 +7,22 @@ import type { SqliteDatabase as KyselySqliteDatabase } from 'kysely';
  * Kysely runs SQLite queries one at a time on its single connection, so a statement is never used twice
  * at once.
  */
-export function withStatementCache(database: SqliteDatabase, maxStatements = 500): KyselySqliteDatabase {
+export function statementCache(database: SqliteDatabase, maxStatements = 500): (sql: string) => Statement {
   const statements = new Map<string, Statement>();
-  return {
-    close: () => database.close(),
-    prepare(sql: string) {
-      let statement = statements.get(sql);
-      if (statement) {
-        statements.delete(sql);
-      } else {
-        statement = database.prepare(sql);
-        if (statements.size >= maxStatements) statements.delete(statements.keys().next().value!);
-      }
-      statements.set(sql, statement);
-      return statement as never;
-    },
+  return (sql) => {
+    let statement = statements.get(sql);
+    if (statement) {
+      statements.delete(sql);
+    } else {
+      statement = database.prepare(sql);
+      if (statements.size >= maxStatements) statements.delete(statements.keys().next().value!);
+    }
+    statements.set(sql, statement);
+    return statement;
   };
+}
+
+/** The database as Kysely's SQLite dialect sees it, preparing through the cache. */
+export function withStatementCache(database: SqliteDatabase, prepare: (sql: string) => Statement): KyselySqliteDatabase {
+  return { close: () => database.close(), prepare: (sql: string) => prepare(sql) as never };
 }

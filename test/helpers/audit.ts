@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely';
-import type { AuditDecision } from '../../src/audit/audit-log.js';
+import type { AuditDecision } from '../../src/audit/audit-event.js';
 
 /** A logger for AuditLog that drops everything. */
 export const SILENT_LOGGER = { info: () => {}, error: () => {} };

@@ -1,0 +1,83 @@
+import { sql, type CompiledQuery, type Insertable, type Kysely } from 'kysely';
+import type { Db } from '../storage/dialect.js';
+import type { SqliteHandle } from '../storage/sqlite-handle.js';
+import type { Database } from '../storage/schema.js';
+import { chainHash, GENESIS_HASH } from './chain.js';
+import type { AuditEvent } from './audit-event.js';
+
+const COLUMNS = [
+  'id', 'time', 'requestId', 'subject', 'clientId', 'interface', 'operation', 'resourceType', 'resourceId', 'decision', 'reason', 'prevHash', 'hash',
+] as const;
+
+/** Serialises chain extension across instances sharing one PostgreSQL database. */
+const CHAIN_LOCK = 0x706f7274; // "port"
+
+/**
+ * Appends events to the hash chain in one transaction: each event's hash covers the previous one's, so
+ * the last stored hash is read under the same write lock that guards the inserts (an advisory lock on
+ * PostgreSQL, BEGIN IMMEDIATE on SQLite), and writers in several processes still make one chain.
+ */
+export async function appendAuditEvents(db: Db, batch: readonly AuditEvent[]): Promise<void> {
+  if (db.sqlite) {
+    const handle = db.sqlite;
+    // Waits for any Kysely transaction on the shared connection to finish, then runs synchronously.
+    await db.kysely.connection().execute(async () => appendOnSqlite(handle, batch));
+  } else {
+    await appendOnPostgres(db.kysely, batch);
+  }
+}
+
+const LAST_HASH_SQL = 'select hash from audit_events order by seq desc limit 1';
+const INSERT_SQL = `insert into audit_events (id, time, request_id, subject, client_id, interface, operation, resource_type, resource_id, decision, reason, prev_hash, hash)
+  values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+
+function appendOnSqlite(handle: SqliteHandle, batch: readonly AuditEvent[]): void {
+  const last = handle.prepare(LAST_HASH_SQL);
+  const insert = handle.prepare(INSERT_SQL);
+  handle.immediateTransaction(() => {
+    let prevHash = (last.get() as { hash: string } | undefined)?.hash ?? GENESIS_HASH;
+    for (const e of batch) {
+      const hash = chainHash(prevHash, e);
+      insert.run(e.id, e.time, e.requestId, e.subject, e.clientId, e.interface, e.operation, e.resourceType, e.resourceId, e.decision, e.reason, prevHash, hash);
+      prevHash = hash;
+    }
+  });
+}
+
+/** Rows per INSERT statement: 50 x 13 parameters stays far below PostgreSQL's limit. */
+const CHUNK = 50;
+const inserts = new WeakMap<Kysely<Database>, Map<number, CompiledQuery>>();
+
+async function appendOnPostgres(kysely: Kysely<Database>, batch: readonly AuditEvent[]): Promise<void> {
+  await kysely.transaction().execute(async (trx) => {
+    await sql`select pg_advisory_xact_lock(${CHAIN_LOCK})`.execute(trx);
+    const last = await trx.selectFrom('auditEvents').select('hash').orderBy('seq', 'desc').limit(1).executeTakeFirst();
+    let prevHash = last?.hash ?? GENESIS_HASH;
+    const parameters: unknown[] = [];
+    for (const event of batch) {
+      const hash = chainHash(prevHash, event);
+      parameters.push(event.id, event.time, event.requestId, event.subject, event.clientId, event.interface, event.operation,
+        event.resourceType, event.resourceId, event.decision, event.reason, prevHash, hash);
+      prevHash = hash;
+    }
+    // Multi-row inserts of at most CHUNK rows, each shape compiled once: one statement per row would cost a
+    // round trip per event.
+    const width = COLUMNS.length;
+    for (let start = 0; start < batch.length; start += CHUNK) {
+      const rows = Math.min(CHUNK, batch.length - start);
+      await trx.executeQuery({ ...insertFor(kysely, rows), parameters: parameters.slice(start * width, (start + rows) * width) });
+    }
+  });
+}
+
+function insertFor(kysely: Kysely<Database>, rows: number): CompiledQuery {
+  let byRows = inserts.get(kysely);
+  if (!byRows) inserts.set(kysely, (byRows = new Map()));
+  let insert = byRows.get(rows);
+  if (!insert) {
+    const template = Object.fromEntries(COLUMNS.map((column) => [column, ''])) as unknown as Insertable<Database['auditEvents']>;
+    insert = kysely.insertInto('auditEvents').values(Array.from({ length: rows }, () => template)).compile();
+    byRows.set(rows, insert);
+  }
+  return insert;
+}

@@ -1,0 +1,16 @@
+import type { Statement } from 'better-sqlite3';
+
+/**
+ * Direct access to the embedded database for the statements on every request's path (a resource by id,
+ * audit rows): better-sqlite3 runs them synchronously in a few microseconds, where a Kysely round costs
+ * several times the statement. Kysely runs everything else, and owns the single connection: a direct
+ * statement runs only while no Kysely transaction is open on it (`inTransaction`), or inside
+ * `kysely.connection()`, so it never reads another request's uncommitted rows.
+ */
+export interface SqliteHandle {
+  /** A prepared statement, cached by SQL text (shared with Kysely). */
+  prepare(sql: string): Statement;
+  readonly inTransaction: boolean;
+  /** BEGIN IMMEDIATE: takes the write lock before the first read, so another process cannot interleave. */
+  immediateTransaction<T>(run: () => T): T;
+}
