@@ -96,6 +96,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   published.servers = [{ url: config.issuer, description: 'This server' }];
   const operations: OperationDeps = {
     db: db.kysely,
+    sqlite: db.sqlite,
     policy,
     publishedSpec: JSON.stringify(published),
     graphqlSdl: fs.readFileSync(GRAPHQL_SDL, 'utf8'),

@@ -1,12 +1,16 @@
+import type { Statement } from 'better-sqlite3';
 import type { CompiledQuery, ExpressionBuilder, Kysely } from 'kysely';
 import type { Principal } from '../policy/principal.js';
+import type { MaybePromise } from '../policy/maybe-promise.js';
 import { evaluateRule, type LoadResource, type ResourceRow } from '../policy/resource-rule.js';
 import { compileRuleFilter } from '../policy/rule-filter.js';
 import type { Action } from '../policy/table.js';
+import { camelCaseRow } from '../storage/camel-case-row.js';
 import { toClientRecord } from '../storage/clients.js';
 import { filterToSql, type Where } from '../storage/filter-sql.js';
 import { selectPage, type Page, type PageRequest } from '../storage/paging.js';
 import { tableFor } from '../storage/resource-tables.js';
+import type { SqliteHandle } from '../storage/sqlite-handle.js';
 import type { Database } from '../storage/schema.js';
 import { toUserRecord, USER_COLUMNS } from '../storage/users.js';
 import type { OperationDeps } from './types.js';
@@ -51,18 +55,36 @@ function compiledLoad(db: Kysely<Database>, type: string): CompiledQuery {
   return compiled;
 }
 
-/** Loads one resource by id, or null when it does not exist. */
-export async function loadResource(deps: OperationDeps, type: string, id: string): Promise<ResourceRow | null> {
+const directLoads = new WeakMap<CompiledQuery, Statement>();
+
+/** The load query's prepared statement, kept with the compiled query (a statement stays valid until close). */
+function directLoad(sqlite: SqliteHandle, compiled: CompiledQuery): Statement {
+  let statement = directLoads.get(compiled);
+  if (!statement) directLoads.set(compiled, (statement = sqlite.prepare(compiled.sql)));
+  return statement;
+}
+
+/**
+ * Loads one resource by id, or null when it does not exist. On SQLite, while no transaction holds the
+ * connection, the prepared statement runs at once: every targeted request does this read.
+ */
+export function loadResource(deps: OperationDeps, type: string, id: string): MaybePromise<ResourceRow | null> {
   const compiled = compiledLoad(deps.db, type);
-  const { rows } = await deps.db.executeQuery<Record<string, unknown>>({ ...compiled, parameters: [id] });
-  return rows[0] ? toResource(type, rows[0]) : null;
+  const sqlite = deps.sqlite;
+  if (sqlite !== null && !sqlite.inTransaction) {
+    const row = directLoad(sqlite, compiled).get(id) as Record<string, unknown> | undefined;
+    return row ? toResource(type, camelCaseRow(row)) : null;
+  }
+  return deps.db
+    .executeQuery<Record<string, unknown>>({ ...compiled, parameters: [id] })
+    .then(({ rows }) => (rows[0] ? toResource(type, rows[0]) : null));
 }
 
 export function resourceLoader(deps: OperationDeps): LoadResource {
   return (type, id) => loadResource(deps, type, id);
 }
 
-export function canAccess(deps: OperationDeps, principal: Principal, type: string, action: Action, resource: ResourceRow): Promise<boolean> {
+export async function canAccess(deps: OperationDeps, principal: Principal, type: string, action: Action, resource: ResourceRow): Promise<boolean> {
   return evaluateRule(deps.policy, type, action, principal, resource, resourceLoader(deps));
 }
 

@@ -5,10 +5,13 @@ import type { Principal } from '../policy/principal.js';
 import type { ResourceRow } from '../policy/resource-rule.js';
 import type { PolicyTable } from '../policy/table.js';
 import type { Database } from '../storage/schema.js';
+import type { SqliteHandle } from '../storage/sqlite-handle.js';
 
 /** What handlers may use. No request, no reply: the same handler serves REST and GraphQL. */
 export interface OperationDeps {
   db: Kysely<Database>;
+  /** The embedded database's direct handle (hot reads), or null on PostgreSQL. */
+  sqlite: SqliteHandle | null;
   policy: PolicyTable;
   /** The published OpenAPI document, serialised once. */
   publishedSpec: string;

@@ -2,7 +2,9 @@ import { ApiError } from '../errors/registry.js';
 import { isInvalidTokenError } from '../oauth/tokens/invalid-token-error.js';
 import type { TokenService } from '../oauth/tokens/token-service.js';
 import { ANONYMOUS, type Principal } from '../policy/principal.js';
-import type { SubjectDirectory } from './subject-directory.js';
+import type { SubjectDirectory, SubjectStatus } from './subject-directory.js';
+import type { VerifiedToken } from '../oauth/tokens/verified-token.js';
+import type { MaybePromise } from '../policy/maybe-promise.js';
 import { bearerChallenge } from './www-authenticate.js';
 
 // RFC 6750 §2.1: credentials = "Bearer" 1*SP b64token
@@ -26,8 +28,11 @@ function invalidToken(description: string): ApiError {
   });
 }
 
-/** Stage 2: Authorization header -> principal. No header is the anonymous principal; a bad token is 401. */
-export async function authenticate(input: AuthenticationInput, deps: AuthenticateDeps): Promise<Principal> {
+/**
+ * Stage 2: Authorization header -> principal. No header is the anonymous principal; a bad token is 401.
+ * A token verified before, whose subject and client were looked up recently, is decided synchronously.
+ */
+export function authenticate(input: AuthenticationInput, deps: AuthenticateDeps): MaybePromise<Principal> {
   if (input.tokenInQuery) {
     throw new ApiError('VALIDATION_FAILED', 'Send the access token in the Authorization header, not in the URL.', {
       headers: { 'www-authenticate': bearerChallenge('invalid_request') },
@@ -44,25 +49,39 @@ export async function authenticate(input: AuthenticationInput, deps: Authenticat
       headers: { 'www-authenticate': scheme ? bearerChallenge('invalid_request') : bearerChallenge() },
     });
   }
+  const token = match[1]!;
+  const verified = deps.tokens.cachedAccessToken(token);
+  if (verified !== null) {
+    const subject = deps.subjects.cached(verified.subjectType, verified.subject);
+    const client = verified.subjectType === 'client' ? subject : deps.subjects.cached('client', verified.clientId);
+    if (subject !== undefined && client !== undefined) return principalOf(verified, subject, client);
+  }
+  return verifyAndLookUp(token, deps);
+}
+
+async function verifyAndLookUp(raw: string, deps: AuthenticateDeps): Promise<Principal> {
   let token;
   try {
-    token = await deps.tokens.verifyAccessToken(match[1]!);
+    token = await deps.tokens.verifyAccessToken(raw);
   } catch (error) {
     if (isInvalidTokenError(error)) throw invalidToken('The access token is not valid');
     throw error;
   }
-  const status = await deps.subjects.lookup(token.subjectType, token.subject);
-  if (!status || !status.active) throw invalidToken('The token subject is no longer active');
+  const subject = await deps.subjects.lookup(token.subjectType, token.subject);
+  const client = token.subjectType === 'client' ? subject : await deps.subjects.lookup('client', token.clientId);
+  return principalOf(token, subject, client);
+}
+
+function principalOf(token: VerifiedToken, subject: SubjectStatus | null, client: SubjectStatus | null): Principal {
+  if (!subject || !subject.active) throw invalidToken('The token subject is no longer active');
   // A deleted client's tokens end with it, user tokens included (verified tokens are cached by token, and
   // the client's deletion evicts only what is keyed by its client_id).
-  if (token.subjectType !== 'client' && !(await deps.subjects.lookup('client', token.clientId))) {
-    throw invalidToken('The client of the token is no longer registered');
-  }
+  if (!client) throw invalidToken('The client of the token is no longer registered');
   return {
     kind: token.subjectType,
     subject: token.subject,
-    id: status.id,
-    role: status.role,
+    id: subject.id,
+    role: subject.role,
     clientId: token.clientId,
     scopes: new Set(token.scopes),
     token: { jti: token.jti, format: token.format, grantType: token.grantType, issuedAt: token.issuedAt, expiresAt: token.expiresAt },

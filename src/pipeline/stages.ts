@@ -2,7 +2,7 @@ import { ApiError } from '../errors/registry.js';
 import type { TokenService } from '../oauth/tokens/token-service.js';
 import type { Config } from '../config/config.js';
 import { RateLimiter, rateLimitHeaders } from '../limits/rate-limit.js';
-import { evaluateRule } from '../policy/resource-rule.js';
+import { evaluateRule, type ResourceRow } from '../policy/resource-rule.js';
 import type { PolicyTable } from '../policy/table.js';
 import { matchesAny } from '../rest/entity-tag.js';
 import { requestValidator } from '../rest/validation.js';
@@ -12,6 +12,7 @@ import type { OperationDeps } from '../operations/types.js';
 import { authenticate } from './authenticate.js';
 import { authorize } from './authorize.js';
 import type { Exchange } from './exchange.js';
+import type { StageResult } from './rest-pipeline.js';
 import type { SubjectDirectory } from './subject-directory.js';
 import type { RouteDefinition } from '../rest/route-definition.js';
 import { bearerChallenge } from './www-authenticate.js';
@@ -36,19 +37,30 @@ export function negotiate(ex: Exchange): void {
  * Bearer token -> principal. A refused credential (invalid token: 401; token in the URL: 400) is an
  * authentication denial, audited and counted against the caller's IP like any anonymous request.
  */
-export async function identify(ex: Exchange, deps: StageDeps): Promise<void> {
+export function identify(ex: Exchange, deps: StageDeps): StageResult {
+  let principal;
   try {
-    ex.principal = await authenticate(
-      { authorization: ex.headers.authorization, tokenInQuery: 'access_token' in ex.query },
-      deps,
-    );
+    principal = authenticate({ authorization: ex.headers.authorization, tokenInQuery: 'access_token' in ex.query }, deps);
   } catch (error) {
-    if (error instanceof ApiError) {
-      ex.decision = { decision: 'deny', reason: 'authentication' };
-      limit(ex, deps);
-    }
-    throw error;
+    return refuseCredential(ex, deps, error);
   }
+  if (principal instanceof Promise) {
+    return principal.then(
+      (resolved) => {
+        ex.principal = resolved;
+      },
+      (error: unknown) => refuseCredential(ex, deps, error),
+    );
+  }
+  ex.principal = principal;
+}
+
+function refuseCredential(ex: Exchange, deps: StageDeps, error: unknown): never {
+  if (error instanceof ApiError) {
+    ex.decision = { decision: 'deny', reason: 'authentication' };
+    limit(ex, deps);
+  }
+  throw error;
 }
 
 /** Per client (per IP when anonymous); 429 with Retry-After once the window's budget is spent. */
@@ -95,14 +107,23 @@ export function rejectBodyToken(ex: Exchange): void {
  * Per-resource check (seed, Authorization rules 4-5): load the resource first, then evaluate its rule.
  * A failed check answers exactly like a missing resource: 404 NOT_FOUND.
  */
-export async function checkResource(ex: Exchange, deps: StageDeps): Promise<void> {
+export function checkResource(ex: Exchange, deps: StageDeps): StageResult {
   const target = ex.route.access.resource;
   if (!target) return;
   const id = ex.params[target.param];
-  const resource = id === undefined ? null : await loadResource(deps.operations, target.type, id);
-  const allowed =
-    resource !== null &&
-    (await evaluateRule(deps.policy, target.type, target.action, ex.principal, resource, resourceLoader(deps.operations)));
+  if (id === undefined) return admitResource(ex, null, false);
+  const loaded = loadResource(deps.operations, target.type, id);
+  return loaded instanceof Promise ? loaded.then((resource) => decideResource(ex, deps, resource)) : decideResource(ex, deps, loaded);
+}
+
+function decideResource(ex: Exchange, deps: StageDeps, resource: ResourceRow | null): StageResult {
+  const target = ex.route.access.resource!;
+  if (resource === null) return admitResource(ex, null, false);
+  const allowed = evaluateRule(deps.policy, target.type, target.action, ex.principal, resource, resourceLoader(deps.operations));
+  return allowed instanceof Promise ? allowed.then((ok) => admitResource(ex, resource, ok)) : admitResource(ex, resource, allowed);
+}
+
+function admitResource(ex: Exchange, resource: ResourceRow | null, allowed: boolean): void {
   if (!allowed) {
     ex.decision = { decision: 'deny', reason: 'resource' };
     throw new ApiError('NOT_FOUND');

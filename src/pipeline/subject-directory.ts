@@ -24,6 +24,12 @@ export class SubjectDirectory {
     private readonly options: { maxEntries?: number; ttlMs?: number; clock?: () => number } = {},
   ) {}
 
+  /** The cached status (null: no such subject), or undefined when it has to be read (`lookup`). */
+  cached(kind: 'user' | 'client', subject: string): SubjectStatus | null | undefined {
+    const cached = this.#entries.get(`${kind}:${subject}`);
+    return cached !== undefined && cached.expiresAt > (this.options.clock ?? Date.now)() ? cached.status : undefined;
+  }
+
   async lookup(kind: 'user' | 'client', subject: string): Promise<SubjectStatus | null> {
     const key = `${kind}:${subject}`;
     const now = (this.options.clock ?? Date.now)();

@@ -1,33 +1,52 @@
+import type { MaybePromise } from './maybe-promise.js';
 import type { Principal } from './principal.js';
 import type { Action, Condition, PolicyTable } from './table.js';
 
 export type ResourceRow = Record<string, unknown>;
 
 /** Loads a parent resource for `{ parent, via }` conditions; null when it does not exist. */
-export type LoadResource = (type: string, id: string) => Promise<ResourceRow | null>;
+export type LoadResource = (type: string, id: string) => MaybePromise<ResourceRow | null>;
 
 /**
  * Evaluates a resource's rule for an action on a loaded resource (any-of; no rule means deny).
- * The same rules compile to SQL in rule-filter.ts; a test keeps the two in agreement.
+ * The same rules compile to SQL in rule-filter.ts; a test keeps the two in agreement. Synchronous unless
+ * a `{ parent, via }` condition has to wait for its parent to be read.
  */
-export async function evaluateRule(
+export function evaluateRule(
   table: PolicyTable,
   type: string,
   action: Action,
   principal: Principal,
   resource: ResourceRow,
   load: LoadResource,
-): Promise<boolean> {
+): MaybePromise<boolean> {
   const policy = table.resources[type];
   const conditions = policy?.rules[action];
   if (!policy || !conditions) return false;
-  for (const condition of conditions) {
-    if (await evaluateCondition(table, policy.owner, condition, action, principal, resource, load)) return true;
+  return anyCondition(table, policy.owner, conditions, 0, action, principal, resource, load);
+}
+
+function anyCondition(
+  table: PolicyTable,
+  ownerField: string | null,
+  conditions: readonly Condition[],
+  first: number,
+  action: Action,
+  principal: Principal,
+  resource: ResourceRow,
+  load: LoadResource,
+): MaybePromise<boolean> {
+  for (let i = first; i < conditions.length; i++) {
+    const result = evaluateCondition(table, ownerField, conditions[i]!, action, principal, resource, load);
+    if (result === true) return true;
+    if (result !== false) {
+      return result.then((allowed) => allowed || anyCondition(table, ownerField, conditions, i + 1, action, principal, resource, load));
+    }
   }
   return false;
 }
 
-async function evaluateCondition(
+function evaluateCondition(
   table: PolicyTable,
   ownerField: string | null,
   condition: Condition,
@@ -35,7 +54,7 @@ async function evaluateCondition(
   principal: Principal,
   resource: ResourceRow,
   load: LoadResource,
-): Promise<boolean> {
+): MaybePromise<boolean> {
   if (condition === 'owner') {
     return principal.kind !== 'anonymous' && ownerField !== null && resource[ownerField] === principal.id;
   }
@@ -43,6 +62,7 @@ async function evaluateCondition(
   if ('field' in condition) return resource[condition.field] === condition.equals;
   const parentId = resource[condition.via];
   if (typeof parentId !== 'string') return false;
-  const parent = await load(condition.parent, parentId);
-  return parent !== null && evaluateRule(table, condition.parent, action, principal, parent, load);
+  const parent = load(condition.parent, parentId);
+  const check = (row: ResourceRow | null) => row !== null && evaluateRule(table, condition.parent, action, principal, row, load);
+  return parent instanceof Promise ? parent.then(check) : check(parent);
 }

@@ -109,28 +109,26 @@ function openExchange(request: FastifyRequest, route: RouteDefinition): Exchange
 /** The route handler: the pipeline's `body` phase, the operation, then its response. */
 function operationRunner(route: RouteDefinition, deps: RestDeps) {
   const handler = handlers[route.operationId as keyof typeof handlers] as unknown as Handler<never>;
-  const operate = (request: FastifyRequest, reply: FastifyReply, ex: Exchange) => {
-    const run = () =>
-      handler({ params: ex.params, query: ex.query, body: ex.body } as never, {
-        principal: ex.principal,
-        resource: ex.resource,
-        deps: deps.operations,
-      }) as Promise<HandlerResponse>;
-    const respond = (result: HandlerResponse & { replayed?: boolean }) => {
-      if (result.replayed) reply.header('idempotent-replayed', 'true');
-      const next = (result.body as { page?: { next?: string | null } } | undefined)?.page?.next;
-      if (typeof next === 'string') reply.header('link', nextLink(request.url, next));
-      return sendRepresentation(ex, reply, result);
-    };
-    return (route.method === 'POST' ? runIdempotent(deps.operations.db, ex, run) : run()).then(respond);
-  };
   return (request: FastifyRequest, reply: FastifyReply) => {
     const ex = request.exchange!;
     mergeBracketExpand(ex.query);
     ex.body = request.body;
     const pending = runPhase('body', ex, deps);
-    return pending ? pending.then(() => operate(request, reply, ex)) : operate(request, reply, ex);
+    return pending ? pending.then(() => operate(handler, ex, deps, request, reply)) : operate(handler, ex, deps, request, reply);
   };
+}
+
+async function operate(handler: Handler<never>, ex: Exchange, deps: RestDeps, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const input = { params: ex.params, query: ex.query, body: ex.body } as never;
+  const context = { principal: ex.principal, resource: ex.resource, deps: deps.operations };
+  const result: HandlerResponse & { replayed?: boolean } =
+    ex.method === 'POST'
+      ? await runIdempotent(deps.operations.db, ex, () => handler(input, context) as Promise<HandlerResponse>)
+      : ((await handler(input, context)) as HandlerResponse);
+  if (result.replayed) reply.header('idempotent-replayed', 'true');
+  const next = (result.body as { page?: { next?: string | null } } | undefined)?.page?.next;
+  if (typeof next === 'string') reply.header('link', nextLink(request.url, next));
+  return sendRepresentation(ex, reply, result);
 }
 
 /** `expand[]=author` is accepted as a synonym of `expand=author`. */
