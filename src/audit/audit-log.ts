@@ -1,5 +1,5 @@
 import type { Db } from '../storage/dialect.js';
-import { newId } from '../storage/ids.js';
+import { isoTime, newId } from '../storage/ids.js';
 import { appendAuditEvents } from './append-events.js';
 import type { AuditDecision, AuditEvent } from './audit-event.js';
 
@@ -33,7 +33,7 @@ export class AuditLog {
     // One object of one shape per event: this runs on every request.
     const event: AuditEvent = {
       id: newId(now),
-      time: new Date(now).toISOString(),
+      time: isoTime(now),
       requestId: decision.requestId,
       subject: decision.subject,
       clientId: decision.clientId,

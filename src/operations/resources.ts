@@ -5,7 +5,7 @@ import type { MaybePromise } from '../policy/maybe-promise.js';
 import { evaluateRule, type LoadResource, type ResourceRow } from '../policy/resource-rule.js';
 import { compileRuleFilter } from '../policy/rule-filter.js';
 import type { Action } from '../policy/table.js';
-import { camelCaseRow } from '../storage/camel-case-row.js';
+import { camelCaseSelect } from '../storage/camel-case-select.js';
 import { toClientRecord } from '../storage/clients.js';
 import { filterToSql, type Where } from '../storage/filter-sql.js';
 import { selectPage, type Page, type PageRequest } from '../storage/paging.js';
@@ -60,7 +60,11 @@ const directLoads = new WeakMap<CompiledQuery, Statement>();
 /** The load query's prepared statement, kept with the compiled query (a statement stays valid until close). */
 function directLoad(sqlite: SqliteHandle, compiled: CompiledQuery): Statement {
   let statement = directLoads.get(compiled);
-  if (!statement) directLoads.set(compiled, (statement = sqlite.prepare(compiled.sql)));
+  if (!statement) {
+    const columns = sqlite.prepare(compiled.sql).columns().map((column) => column.name);
+    statement = sqlite.prepare(camelCaseSelect(compiled.sql, columns));
+    directLoads.set(compiled, statement);
+  }
   return statement;
 }
 
@@ -73,7 +77,7 @@ export function loadResource(deps: OperationDeps, type: string, id: string): May
   const sqlite = deps.sqlite;
   if (sqlite !== null && !sqlite.inTransaction) {
     const row = directLoad(sqlite, compiled).get(id) as Record<string, unknown> | undefined;
-    return row ? toResource(type, camelCaseRow(row)) : null;
+    return row ? toResource(type, row) : null;
   }
   return deps.db
     .executeQuery<Record<string, unknown>>({ ...compiled, parameters: [id] })

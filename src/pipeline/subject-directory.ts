@@ -14,8 +14,14 @@ export interface SubjectStatus {
  * tokens stop working at once. A change made elsewhere (the CLI, another instance) is seen within
  * `ttlMs`, because entries are re-read that often.
  */
+interface Entry {
+  status: SubjectStatus | null;
+  expiresAt: number;
+}
+
 export class SubjectDirectory {
-  readonly #entries = new Map<string, { status: SubjectStatus | null; expiresAt: number }>();
+  // One map per kind, keyed by the subject string the verified token holds: no key is built per request.
+  readonly #entries = { user: new Map<string, Entry>(), client: new Map<string, Entry>() };
   /** Bumped by `forget`: a lookup that read the row before a change must not cache what it read. */
   #generation = 0;
 
@@ -26,28 +32,28 @@ export class SubjectDirectory {
 
   /** The cached status (null: no such subject), or undefined when it has to be read (`lookup`). */
   cached(kind: 'user' | 'client', subject: string): SubjectStatus | null | undefined {
-    const cached = this.#entries.get(`${kind}:${subject}`);
+    const cached = this.#entries[kind].get(subject);
     return cached !== undefined && cached.expiresAt > (this.options.clock ?? Date.now)() ? cached.status : undefined;
   }
 
   async lookup(kind: 'user' | 'client', subject: string): Promise<SubjectStatus | null> {
-    const key = `${kind}:${subject}`;
+    const entries = this.#entries[kind];
     const now = (this.options.clock ?? Date.now)();
-    const cached = this.#entries.get(key);
+    const cached = entries.get(subject);
     if (cached !== undefined && cached.expiresAt > now) return cached.status;
     const generation = this.#generation;
     const status = kind === 'user' ? await this.#loadUser(subject) : await this.#loadClient(subject);
     if (generation !== this.#generation) return status;
-    this.#entries.delete(key);
-    if (this.#entries.size >= (this.options.maxEntries ?? 10_000)) this.#entries.delete(this.#entries.keys().next().value!);
-    this.#entries.set(key, { status, expiresAt: now + (this.options.ttlMs ?? 5000) });
+    entries.delete(subject);
+    if (entries.size >= (this.options.maxEntries ?? 10_000)) entries.delete(entries.keys().next().value!);
+    entries.set(subject, { status, expiresAt: now + (this.options.ttlMs ?? 5000) });
     return status;
   }
 
   forget(subject: string): void {
     this.#generation++;
-    this.#entries.delete(`user:${subject}`);
-    this.#entries.delete(`client:${subject}`);
+    this.#entries.user.delete(subject);
+    this.#entries.client.delete(subject);
   }
 
   async #loadUser(id: string): Promise<SubjectStatus | null> {

@@ -2,12 +2,14 @@ import { ApiError } from '../errors/registry.js';
 
 export const VENDOR_TYPE = 'application/vnd.portcullis+json';
 export const SUPPORTED_VERSIONS = new Set(['1']);
+const VENDOR_MENTIONED = /application\/vnd\.portcullis\+json/i;
 
 /**
  * Versioning: `/v1/...`, or the unprefixed path with `Accept: application/vnd.portcullis+json; version=1`.
  * Returns the vendor media type to answer with (echoing the requested version), or null for plain JSON.
  */
 export function negotiateVersion(accept: string | undefined, pathVersioned: boolean): string | null {
+  if (pathVersioned && (accept === undefined || !VENDOR_MENTIONED.test(accept))) return null;
   const vendor = (accept ?? '')
     .split(',')
     .map((range) => range.trim())

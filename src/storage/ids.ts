@@ -41,3 +41,20 @@ const HEX = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(
 export function nowIso(): string {
   return new Date().toISOString();
 }
+
+let isoSecond = Number.NaN;
+let isoPrefix = '';
+
+/**
+ * `new Date(ms).toISOString()`, formatting the part up to the second once per second: the audit log
+ * stamps every request, and V8 formats each Date through printf.
+ */
+export function isoTime(ms: number): string {
+  const second = Math.floor(ms / 1000);
+  if (second !== isoSecond) {
+    isoSecond = second;
+    isoPrefix = new Date(second * 1000).toISOString().slice(0, -4); // "...T12:34:56."
+  }
+  const millis = ms - second * 1000;
+  return `${isoPrefix}${millis < 10 ? '00' : millis < 100 ? '0' : ''}${millis}Z`;
+}
