@@ -12,6 +12,7 @@ import { registerOAuth } from './oauth/routes.js';
 import { TokenService } from './oauth/tokens/token-service.js';
 import type { OperationDeps } from './operations/types.js';
 import { AuditLog } from './audit/audit-log.js';
+import { logDestination } from './logging/log-destination.js';
 import { startMaintenance } from './maintenance/purge-expired.js';
 import { SubjectDirectory } from './pipeline/subject-directory.js';
 import { allowedMethodsFinder } from './rest/method-not-allowed.js';
@@ -57,6 +58,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       level: config.logLevel,
       // Secrets never reach the log: no Authorization header, cookies or bodies are logged.
       redact: ['req.headers.authorization', 'req.headers.cookie', 'res.headers["set-cookie"]'],
+      stream: logDestination(),
     },
     bodyLimit: config.http.bodyLimit,
     trustProxy: config.http.trustProxy,

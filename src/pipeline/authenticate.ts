@@ -40,6 +40,12 @@ export function authenticate(input: AuthenticationInput, deps: AuthenticateDeps)
     });
   }
   if (input.authorization === undefined || input.authorization === '') return ANONYMOUS;
+  // The usual form, "Bearer <token>" with a token verified before, needs no parsing: the cache holds only
+  // tokens that matched the grammar below.
+  if (input.authorization.startsWith('Bearer ')) {
+    const known = decideCached(input.authorization.slice(7), deps);
+    if (known !== undefined) return known;
+  }
   const match = BEARER.exec(input.authorization);
   if (!match) {
     // RFC 6750 §3.1: another scheme (Basic, ...) is no Bearer credential at all, so the challenge carries no
@@ -50,13 +56,16 @@ export function authenticate(input: AuthenticationInput, deps: AuthenticateDeps)
     });
   }
   const token = match[1]!;
+  return decideCached(token, deps) ?? verifyAndLookUp(token, deps);
+}
+
+/** The principal from caches alone (token, subject and client all known), or undefined. */
+function decideCached(token: string, deps: AuthenticateDeps): Principal | undefined {
   const verified = deps.tokens.cachedAccessToken(token);
-  if (verified !== null) {
-    const subject = deps.subjects.cached(verified.subjectType, verified.subject);
-    const client = verified.subjectType === 'client' ? subject : deps.subjects.cached('client', verified.clientId);
-    if (subject !== undefined && client !== undefined) return principalOf(verified, subject, client);
-  }
-  return verifyAndLookUp(token, deps);
+  if (verified === null) return undefined;
+  const subject = deps.subjects.cached(verified.subjectType, verified.subject);
+  const client = verified.subjectType === 'client' ? subject : deps.subjects.cached('client', verified.clientId);
+  return subject !== undefined && client !== undefined ? principalOf(verified, subject, client) : undefined;
 }
 
 async function verifyAndLookUp(raw: string, deps: AuthenticateDeps): Promise<Principal> {
