@@ -170,6 +170,17 @@ describe.each(DATABASE_KINDS)('authentication (pipeline step 2) on %s', (kind) =
       expectError(res, 401, { error: { code: 'UNAUTHENTICATED', message: 'Use an Authorization header of the form "Bearer <token>".' } }, INVALID_REQUEST_CHALLENGE);
     });
 
+    it('refuses a valid, recently used token wrapped in a malformed credential', async () => {
+      const token = await (await t.createUser('member')).token(['read:posts']);
+      expect((await t.request({ url: '/v1/posts', token })).statusCode).toBe(200); // now cached
+      for (const authorization of [`Bearer ${token} x`, `Bearer ${token},${token}`, `Bearer "${token}"`]) {
+        const res = await t.request({ url: '/v1/posts', headers: { authorization } });
+        expectError(res, 401, { error: { code: 'UNAUTHENTICATED', message: 'Use an Authorization header of the form "Bearer <token>".' } }, INVALID_REQUEST_CHALLENGE);
+      }
+      // Spaces around the token are allowed by RFC 6750's grammar.
+      expect((await t.request({ url: '/v1/posts', headers: { authorization: `Bearer  ${token} ` } })).statusCode).toBe(200);
+    });
+
     it('accepts the scheme name case-insensitively', async () => {
       const token = await (await t.createUser('member')).token(['read:posts']);
       const res = await t.request({ url: '/v1/posts', headers: { authorization: `bearer ${token}` } });

@@ -36,4 +36,23 @@ describe.each(DATABASE_KINDS)('subject directory on %s', (kind) => {
     directory.forget(id);
     expect(await directory.lookup('user', id)).toEqual({ id, role: 'editor', active: true });
   });
+
+  it('answers from its cache only while an entry is fresh, and never across kinds', async () => {
+    let now = 1_000_000;
+    const directory = new SubjectDirectory(t.db.kysely, { ttlMs: 5000, clock: () => now });
+    const id = newId();
+    await insertUser(t.db.kysely, { id, email: `${id}@example.com`, name: 'U', role: 'member', active: true, passwordHash: 'x' }, nowIso());
+    expect(directory.cached('user', id)).toBeUndefined();
+    await directory.lookup('user', id);
+    expect(directory.cached('user', id)).toEqual({ id, role: 'member', active: true });
+    // A client whose client_id equals this user id is another subject: not cached, and not found.
+    expect(directory.cached('client', id)).toBeUndefined();
+    expect(await directory.lookup('client', id)).toBeNull();
+    expect(directory.cached('client', id)).toBeNull();
+    now += 5001;
+    expect(directory.cached('user', id)).toBeUndefined();
+    await directory.lookup('user', id);
+    directory.forget(id);
+    expect(directory.cached('user', id)).toBeUndefined();
+  });
 });
