@@ -17,7 +17,7 @@ export interface AccessContext {
   idParams: string[];
 }
 
-const ACTIONS: Action[] = ['read', 'update', 'delete'];
+export const ACTIONS: readonly Action[] = ['read', 'update', 'delete'];
 
 /**
  * Checks one access rule against the catalogues and returns it normalised. Default deny at build time:

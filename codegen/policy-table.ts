@@ -1,5 +1,5 @@
-import type { Condition, PolicyTable, ResourcePolicy } from '../src/policy/table.js';
-import type { PolicySource } from './access-rule.js';
+import type { Action, Condition, PolicyTable, ResourcePolicy } from '../src/policy/table.js';
+import { ACTIONS, type PolicySource } from './access-rule.js';
 import { deref, type OpenApiDocument } from './json-schema.js';
 import type { Problems } from './problems.js';
 
@@ -25,7 +25,7 @@ export function compileResources(raw: PolicySource, doc: OpenApiDocument, proble
     if (def.owner) checkField(def.owner, `${where}.owner`);
     const rules: ResourcePolicy['rules'] = {};
     for (const [action, conditions] of Object.entries(def.rules ?? {})) {
-      if (!['read', 'update', 'delete'].includes(action)) problems.add(FILE, `${where}.rules.${action}`, 'unknown action');
+      if (!ACTIONS.includes(action as Action)) problems.add(FILE, `${where}.rules.${action}`, 'unknown action');
       if (!Array.isArray(conditions) || conditions.length === 0) {
         problems.add(FILE, `${where}.rules.${action}`, 'must be a non-empty list of conditions');
         continue;
@@ -71,13 +71,20 @@ function checkCondition(
       for (const role of c.role) if (!roleNames.includes(String(role))) problems.add(FILE, where, `unknown role "${String(role)}"`);
       return { role: c.role.map(String) };
     }
-    if (typeof c.parent === 'string' && typeof c.via === 'string' && Object.keys(c).length === 2) {
+    const parentKeys = Object.keys(c).filter((key) => key !== 'action');
+    if (typeof c.parent === 'string' && typeof c.via === 'string' && parentKeys.length === 2) {
       if (!raw.resources?.[c.parent]) problems.add(FILE, where, `parent resource "${c.parent}" is not declared`);
       checkField(c.via, where);
-      return { parent: c.parent, via: c.via };
+      if (c.action === undefined) return { parent: c.parent, via: c.via };
+      if (!ACTIONS.includes(c.action as Action)) problems.add(FILE, where, `unknown action "${String(c.action)}" (use ${ACTIONS.join(', ')})`);
+      return { parent: c.parent, via: c.via, action: c.action as Action };
+    }
+    if (Array.isArray(c.all) && Object.keys(c).length === 1) {
+      if (c.all.length < 2) problems.add(FILE, where, '"all" needs at least two conditions');
+      return { all: c.all.map((part, i) => checkCondition(part, `${where}.all[${i}]`, owner, roleNames, raw, checkField, problems)) };
     }
   }
-  problems.add(FILE, where, `unknown condition ${JSON.stringify(condition)} (use owner, {field, equals}, {role}, {parent, via})`);
+  problems.add(FILE, where, `unknown condition ${JSON.stringify(condition)} (use owner, {field, equals}, {role}, {parent, via[, action]}, {all: [...]})`);
   return { role: [] };
 }
 

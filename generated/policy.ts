@@ -185,7 +185,16 @@ export const policy: PolicyTable = {
           }
         ],
         "update": [
-          "owner",
+          {
+            "all": [
+              "owner",
+              {
+                "parent": "post",
+                "via": "postId",
+                "action": "read"
+              }
+            ]
+          },
           {
             "role": [
               "admin"
@@ -193,7 +202,16 @@ export const policy: PolicyTable = {
           }
         ],
         "delete": [
-          "owner",
+          {
+            "all": [
+              "owner",
+              {
+                "parent": "post",
+                "via": "postId",
+                "action": "read"
+              }
+            ]
+          },
           {
             "role": [
               "admin",

@@ -60,9 +60,31 @@ function evaluateCondition(
   }
   if ('role' in condition) return principal.kind !== 'anonymous' && condition.role.includes(principal.role);
   if ('field' in condition) return resource[condition.field] === condition.equals;
+  if ('all' in condition) return everyCondition(table, ownerField, condition.all, 0, action, principal, resource, load);
   const parentId = resource[condition.via];
   if (typeof parentId !== 'string') return false;
+  const parentAction = condition.action ?? action;
   const parent = load(condition.parent, parentId);
-  const check = (row: ResourceRow | null) => row !== null && evaluateRule(table, condition.parent, action, principal, row, load);
+  const check = (row: ResourceRow | null) => row !== null && evaluateRule(table, condition.parent, parentAction, principal, row, load);
   return parent instanceof Promise ? parent.then(check) : check(parent);
+}
+
+function everyCondition(
+  table: PolicyTable,
+  ownerField: string | null,
+  conditions: readonly Condition[],
+  first: number,
+  action: Action,
+  principal: Principal,
+  resource: ResourceRow,
+  load: LoadResource,
+): MaybePromise<boolean> {
+  for (let i = first; i < conditions.length; i++) {
+    const result = evaluateCondition(table, ownerField, conditions[i]!, action, principal, resource, load);
+    if (result === false) return false;
+    if (result !== true) {
+      return result.then((allowed) => allowed && everyCondition(table, ownerField, conditions, i + 1, action, principal, resource, load));
+    }
+  }
+  return true;
 }

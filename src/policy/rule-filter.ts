@@ -1,5 +1,5 @@
 import type { Principal } from './principal.js';
-import type { Action, PolicyTable } from './table.js';
+import type { Action, Condition, PolicyTable, ResourcePolicy } from './table.js';
 
 /**
  * A resource rule compiled for one principal into a database-neutral filter. Role conditions are decided
@@ -11,6 +11,7 @@ export type RowFilter =
   | { kind: 'none' }
   | { kind: 'equals'; field: string; value: string | number | boolean }
   | { kind: 'any'; filters: RowFilter[] }
+  | { kind: 'every'; filters: RowFilter[] }
   | { kind: 'parent'; via: string; parentType: string; filter: RowFilter };
 
 const ALL: RowFilter = { kind: 'all' };
@@ -20,23 +21,37 @@ export function compileRuleFilter(table: PolicyTable, type: string, action: Acti
   const policy = table.resources[type];
   const conditions = policy?.rules[action];
   if (!policy || !conditions || depth > 5) return NONE;
-  const filters: RowFilter[] = [];
-  for (const condition of conditions) {
-    let filter: RowFilter;
-    if (condition === 'owner') {
-      filter =
-        principal.kind === 'anonymous' || policy.owner === null ? NONE : { kind: 'equals', field: policy.owner, value: principal.id };
-    } else if ('role' in condition) {
-      filter = principal.kind !== 'anonymous' && condition.role.includes(principal.role) ? ALL : NONE;
-    } else if ('field' in condition) {
-      filter = { kind: 'equals', field: condition.field, value: condition.equals };
-    } else {
-      const parent = compileRuleFilter(table, condition.parent, action, principal, depth + 1);
-      filter = parent.kind === 'none' ? NONE : { kind: 'parent', via: condition.via, parentType: condition.parent, filter: parent };
-    }
-    if (filter.kind === 'all') return ALL;
-    if (filter.kind !== 'none') filters.push(filter);
+  return anyOf(conditions.map((condition) => compileCondition(table, policy, condition, action, principal, depth)));
+}
+
+function compileCondition(
+  table: PolicyTable,
+  policy: ResourcePolicy,
+  condition: Condition,
+  action: Action,
+  principal: Principal,
+  depth: number,
+): RowFilter {
+  if (condition === 'owner') {
+    return principal.kind === 'anonymous' || policy.owner === null ? NONE : { kind: 'equals', field: policy.owner, value: principal.id };
   }
-  if (filters.length === 0) return NONE;
-  return filters.length === 1 ? filters[0]! : { kind: 'any', filters };
+  if ('role' in condition) return principal.kind !== 'anonymous' && condition.role.includes(principal.role) ? ALL : NONE;
+  if ('field' in condition) return { kind: 'equals', field: condition.field, value: condition.equals };
+  if ('all' in condition) return everyOf(condition.all.map((part) => compileCondition(table, policy, part, action, principal, depth)));
+  const parent = compileRuleFilter(table, condition.parent, condition.action ?? action, principal, depth + 1);
+  return parent.kind === 'none' ? NONE : { kind: 'parent', via: condition.via, parentType: condition.parent, filter: parent };
+}
+
+function anyOf(filters: RowFilter[]): RowFilter {
+  if (filters.some((f) => f.kind === 'all')) return ALL;
+  const rest = filters.filter((f) => f.kind !== 'none');
+  if (rest.length === 0) return NONE;
+  return rest.length === 1 ? rest[0]! : { kind: 'any', filters: rest };
+}
+
+function everyOf(filters: RowFilter[]): RowFilter {
+  if (filters.some((f) => f.kind === 'none')) return NONE;
+  const rest = filters.filter((f) => f.kind !== 'all');
+  if (rest.length === 0) return ALL;
+  return rest.length === 1 ? rest[0]! : { kind: 'every', filters: rest };
 }

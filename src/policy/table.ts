@@ -6,7 +6,10 @@ export type Condition =
   | 'owner'
   | { field: string; equals: string | number | boolean }
   | { role: string[] }
-  | { parent: string; via: string };
+  /** The parent's rule for `action` (by default the same action as the one being checked). */
+  | { parent: string; via: string; action?: Action }
+  /** Every listed condition (a rule itself is any-of). */
+  | { all: Condition[] };
 
 export type Action = 'read' | 'update' | 'delete';
 

@@ -18,6 +18,8 @@ export function filterToSql(eb: AnyBuilder, filter: RowFilter, qualifier?: strin
       return eb(column(filter.field), '=', filter.value as never);
     case 'any':
       return eb.or(filter.filters.map((f) => filterToSql(eb, f, qualifier)));
+    case 'every':
+      return eb.and(filter.filters.map((f) => filterToSql(eb, f, qualifier)));
     case 'parent': {
       const parentTable = tableFor(filter.parentType);
       const alias = `p_${filter.parentType}`;

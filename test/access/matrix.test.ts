@@ -46,13 +46,15 @@ function exampleBody(route: RouteDefinition): Row | undefined {
 // --- reference reading of the policy table ---------------------------------------------------------
 function passes(type: string, action: Action, caller: Caller, row: Row, rows: Map<string, Row>): boolean {
   const resource = policy.resources[type]!;
-  return (resource.rules[action] ?? []).some((condition: Condition) => {
+  const holds = (condition: Condition): boolean => {
     if (condition === 'owner') return resource.owner !== null && row[resource.owner] === caller.id;
     if ('role' in condition) return condition.role.includes(caller.role);
     if ('field' in condition) return row[condition.field] === condition.equals;
+    if ('all' in condition) return condition.all.every(holds);
     const parent = rows.get(String(row[condition.via]));
-    return parent !== undefined && passes(condition.parent, action, caller, parent, rows);
-  });
+    return parent !== undefined && passes(condition.parent, condition.action ?? action, caller, parent, rows);
+  };
+  return (resource.rules[action] ?? []).some(holds);
 }
 
 function expectedOutcome(

@@ -233,6 +233,28 @@ describe.each(DATABASE_KINDS)('per-resource checks (seed authorization rules 4-5
       expectError(await t.request({ url: `/v1/posts/${post.id}/comments`, token: await bob.token() }), 404, NOT_FOUND, null);
     });
 
+    it('hides a comment from its own author’s writes while its post is a draft, and gives it back on publishing', async () => {
+      const post = await createPost(t, await alice.token(), { title: 'back and forth', status: 'published' });
+      const token = await bob.token();
+      const comment = await createComment(t, token, post.id, 'mine');
+      const setStatus = async (status: 'draft' | 'published') => {
+        const res = await t.request({ method: 'PUT', url: `/v1/posts/${post.id}`, token: await alice.token(), body: { title: post.title, body: post.body, status } });
+        expect(res.statusCode, res.body).toBe(200);
+      };
+      await setStatus('draft');
+      expectError(await t.request({ url: `/v1/comments/${comment.id}`, token }), 404, NOT_FOUND, null);
+      expectError(await t.request({ method: 'PUT', url: `/v1/comments/${comment.id}`, token, body: { body: 'edited while hidden' } }), 404, NOT_FOUND, null);
+      expectError(await t.request({ method: 'DELETE', url: `/v1/comments/${comment.id}`, token }), 404, NOT_FOUND, null);
+      // Nothing changed: the post's author still sees the comment as it was.
+      expectPrivateJson(await t.request({ url: `/v1/comments/${comment.id}`, token: await alice.token() }), comment);
+
+      await setStatus('published');
+      const put = await t.request({ method: 'PUT', url: `/v1/comments/${comment.id}`, token, body: { body: 'edited' } });
+      expect({ status: put.statusCode, body: put.json() }).toEqual({ status: 200, body: { ...comment, body: 'edited', updatedAt: put.json().updatedAt } });
+      const del = await t.request({ method: 'DELETE', url: `/v1/comments/${comment.id}`, token });
+      expect({ status: del.statusCode, body: del.body }).toEqual({ status: 204, body: '' });
+    });
+
     it('does not let a member change or delete another member’s comment (404), and lets them change their own', async () => {
       const aliceComment = await createComment(t, await alice.token(), bobPublished.id, 'by alice');
       const token = await bob.token();

@@ -111,7 +111,21 @@ describe('codegen', () => {
     expect(problems).toEqual([
       'policy.yaml: resources.post.rules.read[0]: field "visibility" is not a property of Post',
       'policy.yaml: resources.post.rules.read[1]: unknown role "superuser"',
-      'policy.yaml: resources.post.rules.read[2]: unknown condition {"anyone":true} (use owner, {field, equals}, {role}, {parent, via})',
+      'policy.yaml: resources.post.rules.read[2]: unknown condition {"anyone":true} (use owner, {field, equals}, {role}, {parent, via[, action]}, {all: [...]})',
+    ]);
+  });
+
+  it('checks "all" conditions part by part, and the action a parent condition names', async () => {
+    const problems = await problemsOf(
+      withPolicy((doc) => {
+        doc.resources.comment.rules.update = [{ all: ['owner', { role: ['superuser'] }] }, { all: ['owner'] }];
+        doc.resources.comment.rules.delete = [{ parent: 'post', via: 'postId', action: 'publish' }];
+      }),
+    );
+    expect(problems).toEqual([
+      'policy.yaml: resources.comment.rules.update[0].all[1]: unknown role "superuser"',
+      'policy.yaml: resources.comment.rules.update[1]: "all" needs at least two conditions',
+      'policy.yaml: resources.comment.rules.delete[0]: unknown action "publish" (use read, update, delete)',
     ]);
   });
 

@@ -129,6 +129,24 @@ describe.each(DATABASE_KINDS)('predicate and SQL filter agree on %s', (kind) => 
     });
   }
 
+  it('lets an author change their comment only where they can read its post', async () => {
+    const changeable = async (principal: Principal, action: Action) =>
+      (
+        await t.db.kysely
+          .selectFrom('comments')
+          .innerJoin('posts', 'posts.id', 'comments.postId')
+          .select(['comments.authorId as commenter', 'posts.authorId as postAuthor', 'posts.status'])
+          .where((eb) => filterToSql(eb as never, compileRuleFilter(policy, 'comment', action, principal), 'comments'))
+          .execute()
+      )
+        .map((c) => `${c.commenter} on ${c.postAuthor}:${c.status}`)
+        .sort();
+    const own = ['u-member on u-editor:published', 'u-member on u-member:draft', 'u-member on u-member:published', 'u-member on u-other:published'];
+    expect(await changeable(user('member', 'u-member'), 'update')).toEqual(own);
+    expect(await changeable(user('member', 'u-member'), 'delete')).toEqual(own);
+    expect((await changeable(user('editor', 'u-editor'), 'delete')).length).toBe(18);
+  });
+
   it('gives the expected visibility: drafts only to author, editors, admins', async () => {
     const visible = async (principal: Principal) =>
       (
