@@ -1,10 +1,10 @@
 /**
  * Reference point: the work the pipeline does for GET /v1/posts/{postId}, written by hand with no layers —
  * one hook that looks the token up in a map, the post read with a prepared SQLite statement, the same
- * response serialiser, sha256 ETag and headers, and the same hash-chained audit rows appended in batches
- * of 200. No validation, negotiation, rate limiting, idempotency or policy table. The distance between
- * this and the bare route is the cost of the work itself; the distance between the pipeline and this is
- * what the pipeline's structure costs.
+ * response serialiser, sha256 ETag and headers, and the same hash-chained audit append in batches of 200.
+ * No validation, negotiation, rate limiting, idempotency or policy table. The distance between this and
+ * the bare route is the cost of the work itself; the distance between the pipeline and this is what the
+ * pipeline's structure costs.
  */
 import Fastify from 'fastify';
 import fastJsonStringify from 'fast-json-stringify';
@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { routes } from '../../generated/routes.js';
-import { chainHash, GENESIS_HASH } from '../../src/audit/chain.js';
+import { appendOnSqlite } from '../../src/audit/append-events.js';
 import type { AuditEvent } from '../../src/audit/audit-event.js';
 import { openDb } from '../../src/storage/dialect.js';
 import { isoTime, newId } from '../../src/storage/ids.js';
@@ -33,22 +33,12 @@ await db.kysely.insertInto('posts').values(post).execute();
 const selectPost = sqlite.prepare(
   'select id, author_id as "authorId", title, body, status, created_at as "createdAt", updated_at as "updatedAt" from posts where id = ?',
 );
-const lastHash = sqlite.prepare('select hash from audit_events order by seq desc limit 1');
-const insertEvent = sqlite.prepare(`insert into audit_events
-  (id, time, request_id, subject, client_id, interface, operation, resource_type, resource_id, decision, reason, prev_hash, hash)
-  values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
 let pending: AuditEvent[] = [];
 function flush(): void {
   const batch = pending;
   pending = [];
-  sqlite.immediateTransaction(() => {
-    let prevHash = (lastHash.get() as { hash: string } | undefined)?.hash ?? GENESIS_HASH;
-    for (const e of batch) {
-      const next = chainHash(prevHash, e);
-      insertEvent.run(e.id, e.time, e.requestId, e.subject, e.clientId, e.interface, e.operation, e.resourceType, e.resourceId, e.decision, e.reason, prevHash, next);
-      prevHash = next;
-    }
-  });
+  // No Kysely transaction is ever open here, so the append runs directly on the connection.
+  appendOnSqlite(sqlite, batch);
 }
 
 const serialize = fastJsonStringify(routes.find((r) => r.operationId === 'getPost')!.schema.response['200'] as never);

@@ -31,7 +31,8 @@ const LAST_HASH_SQL = 'select hash from audit_events order by seq desc limit 1';
 const INSERT_SQL = `insert into audit_events (id, time, request_id, subject, client_id, interface, operation, resource_type, resource_id, decision, reason, prev_hash, hash)
   values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 
-function appendOnSqlite(handle: SqliteHandle, batch: readonly AuditEvent[]): void {
+/** The SQLite append itself, synchronous: the caller holds the connection (see appendAuditEvents). */
+export function appendOnSqlite(handle: SqliteHandle, batch: readonly AuditEvent[]): void {
   const last = handle.prepare(LAST_HASH_SQL);
   const insert = handle.prepare(INSERT_SQL);
   handle.immediateTransaction(() => {

@@ -23,10 +23,15 @@ export function evaluateRule(
   const policy = table.resources[type];
   const conditions = policy?.rules[action];
   if (!policy || !conditions) return false;
-  return anyCondition(table, policy.owner, conditions, 0, action, principal, resource, load);
+  return combine(true, table, policy.owner, conditions, 0, action, principal, resource, load);
 }
 
-function anyCondition(
+/**
+ * Any-of (`decisive` true) or all-of (`decisive` false): conditions are evaluated in order until one gives
+ * the decisive answer, synchronously until one has to wait.
+ */
+function combine(
+  decisive: boolean,
   table: PolicyTable,
   ownerField: string | null,
   conditions: readonly Condition[],
@@ -38,12 +43,14 @@ function anyCondition(
 ): MaybePromise<boolean> {
   for (let i = first; i < conditions.length; i++) {
     const result = evaluateCondition(table, ownerField, conditions[i]!, action, principal, resource, load);
-    if (result === true) return true;
-    if (result !== false) {
-      return result.then((allowed) => allowed || anyCondition(table, ownerField, conditions, i + 1, action, principal, resource, load));
+    if (result === decisive) return decisive;
+    if (result instanceof Promise) {
+      return result.then((answer) =>
+        answer === decisive ? decisive : combine(decisive, table, ownerField, conditions, i + 1, action, principal, resource, load),
+      );
     }
   }
-  return false;
+  return !decisive;
 }
 
 function evaluateCondition(
@@ -60,31 +67,11 @@ function evaluateCondition(
   }
   if ('role' in condition) return principal.kind !== 'anonymous' && condition.role.includes(principal.role);
   if ('field' in condition) return resource[condition.field] === condition.equals;
-  if ('all' in condition) return everyCondition(table, ownerField, condition.all, 0, action, principal, resource, load);
+  if ('all' in condition) return combine(false, table, ownerField, condition.all, 0, action, principal, resource, load);
   const parentId = resource[condition.via];
   if (typeof parentId !== 'string') return false;
   const parentAction = condition.action ?? action;
   const parent = load(condition.parent, parentId);
   const check = (row: ResourceRow | null) => row !== null && evaluateRule(table, condition.parent, parentAction, principal, row, load);
   return parent instanceof Promise ? parent.then(check) : check(parent);
-}
-
-function everyCondition(
-  table: PolicyTable,
-  ownerField: string | null,
-  conditions: readonly Condition[],
-  first: number,
-  action: Action,
-  principal: Principal,
-  resource: ResourceRow,
-  load: LoadResource,
-): MaybePromise<boolean> {
-  for (let i = first; i < conditions.length; i++) {
-    const result = evaluateCondition(table, ownerField, conditions[i]!, action, principal, resource, load);
-    if (result === false) return false;
-    if (result !== true) {
-      return result.then((allowed) => allowed && everyCondition(table, ownerField, conditions, i + 1, action, principal, resource, load));
-    }
-  }
-  return true;
 }
