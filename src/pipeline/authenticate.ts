@@ -42,8 +42,9 @@ export function authenticate(input: AuthenticationInput, deps: AuthenticateDeps)
   if (input.authorization === undefined || input.authorization === '') return ANONYMOUS;
   // The usual form, "Bearer <token>" with a token verified before, needs no parsing: the cache holds only
   // tokens that matched the grammar below.
-  if (input.authorization.startsWith('Bearer ')) {
-    const known = decideCached(input.authorization.slice(7), deps);
+  const usual = input.authorization.startsWith('Bearer ') ? input.authorization.slice(7) : null;
+  if (usual !== null) {
+    const known = decideCached(usual, deps);
     if (known !== undefined) return known;
   }
   const match = BEARER.exec(input.authorization);
@@ -56,7 +57,7 @@ export function authenticate(input: AuthenticationInput, deps: AuthenticateDeps)
     });
   }
   const token = match[1]!;
-  return decideCached(token, deps) ?? verifyAndLookUp(token, deps);
+  return (token === usual ? undefined : decideCached(token, deps)) ?? verifyAndLookUp(token, deps);
 }
 
 /** The principal from caches alone (token, subject and client all known), or undefined. */

@@ -21,7 +21,7 @@ export function compileRuleFilter(table: PolicyTable, type: string, action: Acti
   const policy = table.resources[type];
   const conditions = policy?.rules[action];
   if (!policy || !conditions || depth > 5) return NONE;
-  return anyOf(conditions.map((condition) => compileCondition(table, policy, condition, action, principal, depth)));
+  return combine('any', conditions.map((condition) => compileCondition(table, policy, condition, action, principal, depth)));
 }
 
 function compileCondition(
@@ -37,21 +37,19 @@ function compileCondition(
   }
   if ('role' in condition) return principal.kind !== 'anonymous' && condition.role.includes(principal.role) ? ALL : NONE;
   if ('field' in condition) return { kind: 'equals', field: condition.field, value: condition.equals };
-  if ('all' in condition) return everyOf(condition.all.map((part) => compileCondition(table, policy, part, action, principal, depth)));
+  if ('all' in condition) return combine('every', condition.all.map((part) => compileCondition(table, policy, part, action, principal, depth)));
   const parent = compileRuleFilter(table, condition.parent, condition.action ?? action, principal, depth + 1);
   return parent.kind === 'none' ? NONE : { kind: 'parent', via: condition.via, parentType: condition.parent, filter: parent };
 }
 
-function anyOf(filters: RowFilter[]): RowFilter {
-  if (filters.some((f) => f.kind === 'all')) return ALL;
-  const rest = filters.filter((f) => f.kind !== 'none');
-  if (rest.length === 0) return NONE;
-  return rest.length === 1 ? rest[0]! : { kind: 'any', filters: rest };
-}
-
-function everyOf(filters: RowFilter[]): RowFilter {
-  if (filters.some((f) => f.kind === 'none')) return NONE;
-  const rest = filters.filter((f) => f.kind !== 'all');
-  if (rest.length === 0) return ALL;
-  return rest.length === 1 ? rest[0]! : { kind: 'every', filters: rest };
+/**
+ * Any-of or every-of a list of filters: for any-of, ALL decides and NONE drops out; for every-of the other
+ * way round. What is left is one filter or a combination.
+ */
+function combine(kind: 'any' | 'every', filters: RowFilter[]): RowFilter {
+  const [decisive, neutral] = kind === 'any' ? [ALL, NONE] : [NONE, ALL];
+  if (filters.some((f) => f.kind === decisive.kind)) return decisive;
+  const rest = filters.filter((f) => f.kind !== neutral.kind);
+  if (rest.length === 0) return neutral;
+  return rest.length === 1 ? rest[0]! : { kind, filters: rest };
 }

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { ApiError } from '../errors/registry.js';
 import type { Exchange } from '../pipeline/exchange.js';
+import type { TokenPrincipal } from '../policy/principal.js';
 import {
   claimIdempotencyKey,
   completeIdempotencyKey,
@@ -18,16 +19,25 @@ const RETENTION_MS = 24 * 3600 * 1000;
  * first response; the same key with another body is 422; a key still in flight is 409. Keys are scoped to
  * the client and the subject and kept for 24 hours. Failed first attempts release the key.
  */
-export async function runIdempotent(
+export function runIdempotent(
   db: Kysely<Database>,
   ex: Exchange,
   run: () => Promise<HandlerResponse>,
-): Promise<HandlerResponse & { replayed: boolean }> {
+): Promise<HandlerResponse & { replayed?: boolean }> {
   const key = ex.headers['idempotency-key'];
-  if (ex.method !== 'POST' || typeof key !== 'string' || ex.principal.kind === 'anonymous') {
-    return { ...(await run()), replayed: false };
-  }
-  const scope = `${ex.principal.clientId} ${ex.principal.subject}`;
+  // Anything but a keyed POST runs as it is: no wrapping on every GET.
+  if (ex.method !== 'POST' || typeof key !== 'string' || ex.principal.kind === 'anonymous') return run();
+  return runWithKey(db, ex, ex.principal, key, run);
+}
+
+async function runWithKey(
+  db: Kysely<Database>,
+  ex: Exchange,
+  principal: TokenPrincipal,
+  key: string,
+  run: () => Promise<HandlerResponse>,
+): Promise<HandlerResponse & { replayed: boolean }> {
+  const scope = `${principal.clientId} ${principal.subject}`;
   const requestHash = createHash('sha256').update(`${ex.route.operationId}\n${ex.path}\n${JSON.stringify(ex.body ?? null)}`).digest('hex');
   const now = Date.now();
   const existing = await claimIdempotencyKey(db, {

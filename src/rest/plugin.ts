@@ -121,10 +121,7 @@ function operationRunner(route: RouteDefinition, deps: RestDeps) {
 async function operate(handler: Handler<never>, ex: Exchange, deps: RestDeps, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
   const input = { params: ex.params, query: ex.query, body: ex.body } as never;
   const context = { principal: ex.principal, resource: ex.resource, deps: deps.operations };
-  const result: HandlerResponse & { replayed?: boolean } =
-    ex.method === 'POST'
-      ? await runIdempotent(deps.operations.db, ex, () => handler(input, context) as Promise<HandlerResponse>)
-      : ((await handler(input, context)) as HandlerResponse);
+  const result = await runIdempotent(deps.operations.db, ex, () => handler(input, context) as Promise<HandlerResponse>);
   if (result.replayed) reply.header('idempotent-replayed', 'true');
   const next = (result.body as { page?: { next?: string | null } } | undefined)?.page?.next;
   if (typeof next === 'string') reply.header('link', nextLink(request.url, next));

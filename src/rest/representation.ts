@@ -22,7 +22,7 @@ export function applyExchangeHeaders(ex: Exchange, reply: FastifyReply): void {
 }
 
 /** A JSON response answers in the vendor media type when the client asked for it (versioning.ts). */
-export function contentTypeFor(ex: Exchange, mediaType: string): string {
+function contentTypeFor(ex: Exchange, mediaType: string): string {
   return ex.mediaType !== null && mediaType.includes('json') ? ex.mediaType : mediaType;
 }
 
@@ -66,7 +66,7 @@ export function sendRepresentation(ex: Exchange, reply: FastifyReply, result: Ha
  * Fastify re-renders the media type of a text payload (`version="1"; charset=utf-8`); bytes are sent with
  * the content type as set, so the vendor media type is echoed exactly as documented.
  */
-export function exactly(ex: Exchange, payload: string): string | Buffer {
+function exactly(ex: Exchange, payload: string): string | Buffer {
   return ex.mediaType === null ? payload : Buffer.from(payload);
 }
 

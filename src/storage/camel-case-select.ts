@@ -1,5 +1,5 @@
 /** A column as Kysely's CamelCasePlugin names it in results (`author_id` -> `authorId`). */
-export function camelCase(column: string): string {
+function camelCase(column: string): string {
   return column.replace(/_([a-z0-9])/g, (_match, letter: string) => letter.toUpperCase());
 }
 

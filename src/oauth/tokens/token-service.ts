@@ -101,16 +101,16 @@ export class TokenService {
     return { accessToken, tokenType: 'Bearer', expiresIn, scope, jti };
   }
 
-  /** Resolves to the token's record or rejects with InvalidTokenError; storage failures propagate as they are. */
   /** The token as verified before, while it is cached and unexpired; null means "call verifyAccessToken". */
   cachedAccessToken(token: string): VerifiedToken | null {
     return token.length > this.#config.tokens.maxTokenLength ? null : this.#cache.get(token);
   }
 
+  /** Resolves to the token's record or rejects with InvalidTokenError; storage failures propagate as they are. */
   verifyAccessToken(token: string): Promise<VerifiedToken> {
     // Checked before anything else, so an oversized header costs no parsing and no lookup.
     if (token.length > this.#config.tokens.maxTokenLength) return Promise.reject(new InvalidTokenError('too long'));
-    const cached = this.#cache.get(token);
+    const cached = this.cachedAccessToken(token);
     if (cached) return Promise.resolve(cached);
     let pending = this.#inFlight.get(token);
     if (!pending) {
