@@ -81,7 +81,14 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     fastify.log.warn(`${name} is not set: using a development-only default (refused when NODE_ENV=production)`);
   }
 
-  const db = options.db ?? (await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }));
+  const db =
+    options.db ??
+    (await openDb({
+      databaseUrl: config.databaseUrl,
+      dataDir: config.dataDir,
+      backgroundCheckpoints: true,
+      onCheckpointError: (message) => fastify.log.error({ err: { message } }, 'storage.checkpoint_failed'),
+    }));
   await migrateToLatest(db);
   const apiScopes = Object.keys(policy.scopes);
   const bootstrap = await bootstrapIfEmpty(db, config, apiScopes);

@@ -21,7 +21,7 @@ import { migrateToLatest } from '../../src/storage/migrate.js';
 import { insertUser } from '../../src/storage/users.js';
 
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'portcullis-bench-'));
-const db = await openDb({ databaseUrl: null, dataDir });
+const db = await openDb({ databaseUrl: null, dataDir, backgroundCheckpoints: true });
 await migrateToLatest(db);
 const sqlite = db.sqlite!;
 const userId = newId();

@@ -5,6 +5,7 @@ import type { Database } from './schema.js';
 import { SqliteBooleanPlugin } from './sqlite-boolean-plugin.js';
 import type { SqliteHandle } from './sqlite-handle.js';
 import { statementCache, withStatementCache } from './sqlite-statement-cache.js';
+import { startWalCheckpointer } from './wal-checkpointer.js';
 
 export type DialectName = 'sqlite' | 'postgres';
 
@@ -24,7 +25,17 @@ export interface DbOptions {
   dataDir: string;
   /** ':memory:' or a file path; overrides the file under dataDir (tests). */
   sqliteFile?: string;
+  /**
+   * Checkpoint the embedded database's WAL from a worker thread instead of inside the commits of the main
+   * connection (see wal-checkpointer.ts). For the long-running server; short-lived commands leave it off.
+   */
+  backgroundCheckpoints?: boolean;
+  /** Told when background checkpoints fail (they then fall back to SQLite's own). */
+  onCheckpointError?: (message: string) => void;
 }
+
+const CHECKPOINT_INTERVAL_MS = 1000;
+const JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024;
 
 export async function openDb(options: DbOptions): Promise<Db> {
   if (options.databaseUrl) {
@@ -59,6 +70,14 @@ export async function openDb(options: DbOptions): Promise<Db> {
   database.pragma('foreign_keys = ON');
   database.pragma('busy_timeout = 5000');
   database.pragma('synchronous = NORMAL');
+  const checkpointer =
+    options.backgroundCheckpoints && file !== ':memory:'
+      ? startWalCheckpointer(database, file, {
+          intervalMs: CHECKPOINT_INTERVAL_MS,
+          journalSizeLimit: JOURNAL_SIZE_LIMIT,
+          onError: options.onCheckpointError,
+        })
+      : null;
   const prepare = statementCache(database);
   const kysely = new Kysely<Database>({
     dialect: new SqliteDialect({ database: withStatementCache(database, prepare) }),
@@ -77,6 +96,9 @@ export async function openDb(options: DbOptions): Promise<Db> {
     ping: async () => {
       database.prepare('select 1').get();
     },
-    close: () => kysely.destroy(),
+    close: async () => {
+      await checkpointer?.stop();
+      await kysely.destroy();
+    },
   };
 }

@@ -1,0 +1,62 @@
+import type { Database as SqliteDatabase } from 'better-sqlite3';
+import { Worker } from 'node:worker_threads';
+
+export interface WalCheckpointerOptions {
+  intervalMs: number;
+  /** Bytes the WAL file is truncated back to once fully checkpointed. */
+  journalSizeLimit: number;
+  /** The worker's script; tests point it elsewhere to see the fallback. */
+  workerUrl?: URL;
+  onError?: (message: string) => void;
+}
+
+export interface WalCheckpointer {
+  /** Stops the worker after one last checkpoint; the main connection goes back to checkpointing itself. */
+  stop(): Promise<void>;
+}
+
+/** SQLite's default: a checkpoint whenever a commit leaves the WAL over 1000 pages. */
+const AUTOCHECKPOINT_PAGES = 1000;
+
+/**
+ * By default SQLite checkpoints on the connection whose commit crosses the WAL threshold, inside that
+ * commit: copying a few MB and fsyncing the database file then blocks the event loop for 5–15 ms, which is
+ * what the slowest requests waited for. Here the main connection never checkpoints; a worker thread with
+ * its own connection runs PASSIVE checkpoints on a timer, which neither wait for nor block readers and
+ * writers, so the fsync happens off the event loop. If the worker cannot run, the main connection
+ * checkpoints itself again, as SQLite would by default.
+ */
+export function startWalCheckpointer(database: SqliteDatabase, file: string, options: WalCheckpointerOptions): WalCheckpointer {
+  database.pragma('wal_autocheckpoint = 0');
+  const worker = new Worker(options.workerUrl ?? new URL('./wal-checkpoint-worker.mjs', import.meta.url), {
+    workerData: { file, intervalMs: options.intervalMs, journalSizeLimit: options.journalSizeLimit },
+  });
+  // The checkpoints must not keep a process alive that has nothing else to do.
+  worker.unref();
+  let stopped = false;
+  let lastError: string | undefined;
+  worker.on('message', (message: { error?: string }) => {
+    if (message.error) options.onError?.(message.error);
+  });
+  worker.on('error', (error) => {
+    lastError = error.message;
+  });
+  const exited = new Promise<void>((resolve) => {
+    worker.once('exit', (code) => {
+      if (!stopped) {
+        if (database.open) database.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
+        options.onError?.(lastError ?? `the WAL checkpoint worker exited with code ${code}`);
+      }
+      resolve();
+    });
+  });
+  return {
+    async stop() {
+      if (stopped) return exited;
+      stopped = true;
+      if (database.open) database.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
+      worker.postMessage('stop');
+      return exited;
+    },
+  };
+}

@@ -1,0 +1,105 @@
+import SQLite, { type Database } from 'better-sqlite3';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openDb } from '../../src/storage/dialect.js';
+import { startWalCheckpointer, type WalCheckpointer } from '../../src/storage/wal-checkpointer.js';
+
+/** SQLite's default threshold, which the main connection returns to whenever the worker is not running. */
+const SQLITE_DEFAULT_AUTOCHECKPOINT = 1000;
+const ROW = 'x'.repeat(1024);
+
+async function waitFor(condition: () => boolean, timeoutMs = 5000): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (condition()) return true;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return condition();
+}
+
+describe('WAL checkpoints in a worker thread', () => {
+  let dir: string;
+  let file: string;
+  let database: Database;
+  let checkpointer: WalCheckpointer | undefined;
+
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'portcullis-wal-'));
+    file = path.join(dir, 'test.db');
+    database = new SQLite(file);
+    database.pragma('journal_mode = WAL');
+    database.exec('create table rows (id integer primary key, body text not null)');
+  });
+  afterEach(async () => {
+    await checkpointer?.stop();
+    checkpointer = undefined;
+    database.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const insertRows = (count: number) => {
+    const insert = database.prepare('insert into rows (body) values (?)');
+    database.transaction(() => {
+      for (let i = 0; i < count; i++) insert.run(ROW);
+    })();
+  };
+  const autocheckpoint = () => database.pragma('wal_autocheckpoint', { simple: true });
+
+  it('moves committed pages into the database file without the main connection checkpointing', async () => {
+    checkpointer = startWalCheckpointer(database, file, { intervalMs: 50, journalSizeLimit: 1 << 20 });
+    expect(autocheckpoint()).toBe(0);
+    // 6 MB: past SQLite's own 1000-page threshold, which would have checkpointed inside this commit.
+    insertRows(6000);
+    expect(fs.statSync(file).size).toBeLessThan(1 << 20);
+    expect(await waitFor(() => fs.statSync(file).size >= 6 * (1 << 20))).toBe(true);
+    // Reads on the main connection see every row throughout.
+    expect(database.prepare('select count(*) as n from rows').get()).toEqual({ n: 6000 });
+  });
+
+  it('stops after a last checkpoint and hands checkpointing back to the main connection', async () => {
+    checkpointer = startWalCheckpointer(database, file, { intervalMs: 60_000, journalSizeLimit: 1 << 20 });
+    insertRows(2000);
+    expect(fs.statSync(file).size).toBeLessThan(1 << 20);
+    await checkpointer.stop();
+    expect(fs.statSync(file).size).toBeGreaterThanOrEqual(2 * (1 << 20));
+    expect(autocheckpoint()).toBe(SQLITE_DEFAULT_AUTOCHECKPOINT);
+  });
+
+  it('falls back to SQLite\'s own checkpoints, and says so, when the worker cannot run', async () => {
+    const errors: string[] = [];
+    checkpointer = startWalCheckpointer(database, file, {
+      intervalMs: 50,
+      journalSizeLimit: 1 << 20,
+      workerUrl: new URL('file:///nonexistent/wal-checkpoint-worker.mjs'),
+      onError: (message) => errors.push(message),
+    });
+    expect(await waitFor(() => errors.length > 0)).toBe(true);
+    expect(errors[0]).toMatch(/Cannot find module|ERR_MODULE_NOT_FOUND|nonexistent/);
+    expect(autocheckpoint()).toBe(SQLITE_DEFAULT_AUTOCHECKPOINT);
+    // With the fallback, a commit past the threshold checkpoints as SQLite would by default.
+    insertRows(6000);
+    expect(fs.statSync(file).size).toBeGreaterThanOrEqual(4 * (1 << 20));
+  });
+});
+
+describe('openDb with background checkpoints', () => {
+  it('keeps every row across close and reopen, and leaves no WAL behind', async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'portcullis-wal-db-'));
+    try {
+      const db = await openDb({ databaseUrl: null, dataDir, backgroundCheckpoints: true });
+      await db.kysely.schema.createTable('notes').addColumn('body', 'text').execute();
+      await db.kysely.insertInto('notes' as never).values(Array.from({ length: 500 }, () => ({ body: ROW })) as never).execute();
+      await db.close();
+      expect(fs.existsSync(path.join(dataDir, 'portcullis.db-wal'))).toBe(false);
+
+      const reopened = await openDb({ databaseUrl: null, dataDir });
+      const { n } = (await reopened.kysely.selectFrom('notes' as never).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()) as { n: number };
+      await reopened.close();
+      expect(n).toBe(500);
+    } finally {
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
