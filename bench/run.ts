@@ -4,7 +4,8 @@
  * runs here, pinned to CPU 0. The pipeline runs with LOG_LEVEL=warn (audit events still go to the database),
  * and once more with the default LOG_LEVEL=info (request and audit log lines on stdout). A hand-written
  * server doing the same work with no layers (servers/hand-written.ts) separates the cost of the work from
- * the cost of the pipeline's structure. Reports requests/s,
+ * the cost of the pipeline's structure; the same server once more without its audit rows shows what the
+ * durable audit row alone costs. Reports requests/s,
  * p50/p99 latency, server CPU time per request, and the pipeline/bare ratios.
  *
  * The scenarios are measured in BENCH_ROUNDS rounds (default 3), each round running every scenario once
@@ -96,6 +97,7 @@ const pipeline = await startServer('bench/servers/pipeline.ts', [], { LOG_LEVEL:
 const logging = await startServer('bench/servers/pipeline.ts', [], { LOG_LEVEL: 'info' });
 const bare = await startServer('bench/servers/bare.ts', [JSON.stringify(pipeline.info.post)]);
 const handWritten = await startServer('bench/servers/hand-written.ts');
+const handWrittenNoAudit = await startServer('bench/servers/hand-written.ts', ['--no-audit-rows']);
 const path = `/v1/posts/${pipeline.info.post.id}`;
 
 const scenarios: { name: string; server: Server; path: string; headers: Record<string, string> }[] = [
@@ -105,6 +107,12 @@ const scenarios: { name: string; server: Server; path: string; headers: Record<s
     server: handWritten,
     path: `/v1/posts/${handWritten.info.post.id}`,
     headers: { authorization: `Bearer ${handWritten.info.token}` },
+  },
+  {
+    name: 'hand-written equivalent without the audit row',
+    server: handWrittenNoAudit,
+    path: `/v1/posts/${handWrittenNoAudit.info.post.id}`,
+    headers: { authorization: `Bearer ${handWrittenNoAudit.info.token}` },
   },
   { name: 'pipeline, JWT', server: pipeline, path, headers: { authorization: `Bearer ${pipeline.info.jwt}` } },
   { name: 'pipeline, opaque token', server: pipeline, path, headers: { authorization: `Bearer ${pipeline.info.opaque}` } },
@@ -126,6 +134,7 @@ try {
   await stop(logging);
   await stop(pipeline);
   await stop(handWritten);
+  await stop(handWrittenNoAudit);
   await stop(bare);
 }
 
