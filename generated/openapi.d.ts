@@ -624,23 +624,23 @@ export interface components {
             /** @description The OAuth client the caller's token was issued to; null for anonymous callers. */
             clientId: string | null;
             /**
-             * @description Which API the request came through.
+             * @description Which API the request came through; `oauth` for the authorization server's endpoints.
              * @enum {string}
              */
-            interface: "rest" | "graphql";
-            /** @description The REST operationId or GraphQL `Type.field`. */
+            interface: "rest" | "graphql" | "oauth";
+            /** @description The REST operationId, the GraphQL `Type.field`, or the OAuth endpoint (`token`). */
             operation: string;
-            /** @description The type of the resource the operation targets, if any. */
+            /** @description The type of the resource the operation targets, if any; `token` (with the token's `jti` as id) for a token the token endpoint issued. */
             resourceType: string | null;
             /** @description The id of the resource the operation targets, if any. */
             resourceId: string | null;
             /** @enum {string} */
             decision: "allow" | "deny";
             /**
-             * @description The check that decided: `public`, `authenticated`, `granted` or `resource` for allows; `authentication`, `scope`, `role` or `resource` for denials.
+             * @description The check that decided: `public`, `authenticated`, `granted` or `resource` for allows; `authentication`, `scope`, `role` or `resource` for denials, and `grant` when the token endpoint refuses a client a grant type it is not registered for.
              * @enum {string}
              */
-            reason: "public" | "authenticated" | "granted" | "resource" | "authentication" | "scope" | "role";
+            reason: "public" | "authenticated" | "granted" | "resource" | "authentication" | "scope" | "role" | "grant";
             /** @description SHA-256 over this event and the previous event's hash (hex). */
             hash: string;
         };
@@ -2051,7 +2051,7 @@ export interface operations {
                  */
                 decision?: "allow" | "deny";
                 /**
-                 * @description Only decisions on this operation (a REST operationId or a GraphQL `Type.field`).
+                 * @description Only decisions on this operation (a REST operationId, a GraphQL `Type.field`, or `token`).
                  * @example getPost
                  */
                 operation?: string;

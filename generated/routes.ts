@@ -14105,15 +14105,16 @@ export const routes: readonly RouteDefinition[] = [
                   },
                   "interface": {
                     "type": "string",
-                    "description": "Which API the request came through.",
+                    "description": "Which API the request came through; `oauth` for the authorization server's endpoints.",
                     "enum": [
                       "rest",
-                      "graphql"
+                      "graphql",
+                      "oauth"
                     ]
                   },
                   "operation": {
                     "type": "string",
-                    "description": "The REST operationId or GraphQL `Type.field`.",
+                    "description": "The REST operationId, the GraphQL `Type.field`, or the OAuth endpoint (`token`).",
                     "maxLength": 128,
                     "pattern": "^[A-Za-z0-9._]+$"
                   },
@@ -14122,7 +14123,7 @@ export const routes: readonly RouteDefinition[] = [
                       "string",
                       "null"
                     ],
-                    "description": "The type of the resource the operation targets, if any.",
+                    "description": "The type of the resource the operation targets, if any; `token` (with the token's `jti` as id) for a token the token endpoint issued.",
                     "maxLength": 64,
                     "pattern": "^[a-z_]+$"
                   },
@@ -14144,7 +14145,7 @@ export const routes: readonly RouteDefinition[] = [
                   },
                   "reason": {
                     "type": "string",
-                    "description": "The check that decided: `public`, `authenticated`, `granted` or `resource` for allows; `authentication`, `scope`, `role` or `resource` for denials.",
+                    "description": "The check that decided: `public`, `authenticated`, `granted` or `resource` for allows; `authentication`, `scope`, `role` or `resource` for denials, and `grant` when the token endpoint refuses a client a grant type it is not registered for.",
                     "enum": [
                       "public",
                       "authenticated",
@@ -14152,7 +14153,8 @@ export const routes: readonly RouteDefinition[] = [
                       "resource",
                       "authentication",
                       "scope",
-                      "role"
+                      "role",
+                      "grant"
                     ]
                   },
                   "hash": {

@@ -134,7 +134,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     limiter,
     operations,
   });
-  await registerOAuth(fastify, { db, config, keys, tokens, scopes: apiScopes, limiter });
+  await registerOAuth(fastify, { db, audit, config, keys, tokens, scopes: apiScopes, limiter });
 
   fastify.get('/healthz', async (_request, reply) => reply.header('cache-control', 'no-store').send({ status: 'ok' }));
   fastify.get('/readyz', async (_request, reply) => {

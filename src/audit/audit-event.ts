@@ -1,19 +1,39 @@
+import type { components } from '../../generated/openapi.js';
+
+/** The contract's vocabularies for these fields: a value outside them does not compile. */
+type Contract = components['schemas']['AuditEvent'];
+
 /** One authorization decision, as the audit log records it. */
 export interface AuditDecision {
   requestId: string | null;
   subject: string | null;
   clientId: string | null;
-  interface: 'rest' | 'graphql';
+  /** Which API the request came through; `oauth` for the authorization server's own endpoints. */
+  interface: Contract['interface'];
   operation: string;
   resourceType: string | null;
   resourceId: string | null;
-  decision: 'allow' | 'deny';
-  /** Which check decided: public, granted, authentication, scope, role, resource, ... */
-  reason: string;
+  decision: Contract['decision'];
+  /** Which check decided: public, authenticated, granted, resource; authentication, scope, role, grant. */
+  reason: Contract['reason'];
 }
 
 /** A decision with its event id and time, waiting to be appended to the chain. */
 export interface AuditEvent extends AuditDecision {
   id: string;
   time: string;
+}
+
+// A denial can come before validation: only what has the contract's shape of an id goes into a record.
+const RESOURCE_ID = /^[A-Za-z0-9_-]{1,64}$/;
+const CLIENT_ID = /^[A-Za-z0-9._-]{1,128}$/;
+
+/** A resource id taken from a request, if it has the shape of one; otherwise the record says null. */
+export function auditableResourceId(id: string | undefined): string | null {
+  return id !== undefined && RESOURCE_ID.test(id) ? id : null;
+}
+
+/** A client_id as a caller presented it, if it has the shape of one; otherwise the record says null. */
+export function auditableClientId(id: string | null | undefined): string | null {
+  return typeof id === 'string' && CLIENT_ID.test(id) ? id : null;
 }

@@ -52,6 +52,18 @@ export async function authenticateClient(db: Kysely<Database>, request: ClientAu
   return { client: stripSecret(found), method: 'none' };
 }
 
+/** The client_id a request names, whether or not it authenticates: for the audit record of a refusal. */
+export function presentedClientId(request: ClientAuthRequest): string | null {
+  if (request.authorization !== undefined) {
+    try {
+      return parseBasicCredentials(request.authorization).clientId;
+    } catch {
+      return null;
+    }
+  }
+  return request.params.client_id ?? null;
+}
+
 async function verifyClientSecret(db: Kysely<Database>, clientId: string, secret: string): Promise<ClientRecord> {
   const found = await findClientByClientId(db, clientId);
   const matches = secretMatches(secret, found?.secretHash ?? UNKNOWN_CLIENT_DIGEST);

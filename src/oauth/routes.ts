@@ -4,7 +4,7 @@ import { renderOAuthError } from '../errors/oauth-renderer.js';
 import type { Db } from '../storage/dialect.js';
 import { registerDiscovery } from './endpoints/discovery.js';
 import { registerJwks } from './endpoints/jwks.js';
-import { registerTokenEndpoint } from './endpoints/token.js';
+import { registerTokenEndpoint, type TokenEndpointDeps } from './endpoints/token.js';
 import type { KeyStore } from './keys/key-store.js';
 import { OAuthError } from './oauth-error.js';
 import { rateLimitHeaders, type RateLimiter } from '../limits/rate-limit.js';
@@ -12,6 +12,8 @@ import type { TokenService } from './tokens/token-service.js';
 
 export interface OAuthDeps {
   db: Db;
+  /** Where the token endpoint's decisions go (see src/audit/). */
+  audit: TokenEndpointDeps['audit'];
   config: Config;
   keys: KeyStore;
   tokens: TokenService;

@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import type { AuditDecision } from '../audit/audit-event.js';
 import type { Principal } from '../policy/principal.js';
 import type { ResourceRow } from '../policy/resource-rule.js';
 import type { RouteDefinition } from '../rest/route-definition.js';
@@ -24,5 +25,5 @@ export interface Exchange {
   /** Headers every response to this request carries (rate limit, Vary, ...). */
   responseHeaders: Record<string, string>;
   /** The authorization decision, recorded in the audit log when the response is sent. */
-  decision: { decision: 'allow' | 'deny'; reason: string } | null;
+  decision: Pick<AuditDecision, 'decision' | 'reason'> | null;
 }

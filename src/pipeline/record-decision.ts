@@ -1,12 +1,6 @@
+import { auditableResourceId } from '../audit/audit-event.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import type { Exchange } from './exchange.js';
-
-// A denial can come before validation: only a well-formed id goes into the audit record.
-const AUDITABLE_ID = /^[A-Za-z0-9_-]{1,64}$/;
-
-function auditableId(id: string | undefined): string | null {
-  return id !== undefined && AUDITABLE_ID.test(id) ? id : null;
-}
 
 /** The last stage: the request's authorization decision, allow or deny, goes to the audit log. */
 export function recordDecision(ex: Exchange, audit: AuditLog): void {
@@ -20,7 +14,7 @@ export function recordDecision(ex: Exchange, audit: AuditLog): void {
     interface: 'rest',
     operation: ex.route.operationId,
     resourceType: target?.type ?? null,
-    resourceId: auditableId(target ? ex.params[target.param] : undefined),
+    resourceId: auditableResourceId(target ? ex.params[target.param] : undefined),
     decision: ex.decision.decision,
     reason: ex.decision.reason,
   });

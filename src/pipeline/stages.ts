@@ -1,3 +1,4 @@
+import type { AuditDecision } from '../audit/audit-event.js';
 import { ApiError } from '../errors/registry.js';
 import type { TokenService } from '../oauth/tokens/token-service.js';
 import type { Config } from '../config/config.js';
@@ -80,13 +81,16 @@ export function limit(ex: Exchange, deps: StageDeps): void {
   }
 }
 
+/** The check a coarse refusal came from, by the error it was answered with (anything else: the role). */
+const DENIAL_REASONS: Readonly<Partial<Record<string, AuditDecision['reason']>>> = { UNAUTHENTICATED: 'authentication', INSUFFICIENT_SCOPE: 'scope' };
+
 /** Scope, then role. */
 export function authorizeOperation(ex: Exchange, deps: StageDeps): void {
   try {
     const decision = authorize(deps.policy, ex.route.access, ex.principal);
     ex.decision = { decision: 'allow', reason: decision.reason };
   } catch (error) {
-    const reason = error instanceof ApiError ? { UNAUTHENTICATED: 'authentication', INSUFFICIENT_SCOPE: 'scope' }[error.code as string] ?? 'role' : 'role';
+    const reason = error instanceof ApiError ? DENIAL_REASONS[error.code] ?? 'role' : 'role';
     ex.decision = { decision: 'deny', reason };
     throw error;
   }

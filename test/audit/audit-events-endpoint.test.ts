@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestApp, type TestApp, type TestUser } from '../helpers/app.js';
+import { ADMIN_CLIENT_ID, startTestApp, type TestApp, type TestUser } from '../helpers/app.js';
 import { DATABASE_KINDS } from '../helpers/databases.js';
 
 describe.each(DATABASE_KINDS)('GET /v1/audit-events on %s', (kind) => {
@@ -77,6 +77,52 @@ describe.each(DATABASE_KINDS)('GET /v1/audit-events on %s', (kind) => {
     const second = (await t.request({ url: `/v1/audit-events?subject=${member.id}&limit=2&after=${first.page.next}`, token: admin })).json();
     expect(second.data.map((e: { operation: string }) => e.operation)).toEqual(['listPosts']);
     expect(second.page.next).toBeNull();
+  });
+
+  it('lists the token endpoint\'s decisions too, as interface oauth', async () => {
+    const attempt = await t.app.fastify.inject({
+      method: 'POST',
+      url: '/oauth/token',
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        authorization: `Basic ${Buffer.from(`${ADMIN_CLIENT_ID}:not-the-secret`).toString('base64')}`,
+      },
+      payload: 'grant_type=client_credentials',
+    });
+    expect(attempt.statusCode).toBe(401);
+    await t.app.audit.flush();
+    const res = await t.request({ url: `/v1/audit-events?operation=token&client=${ADMIN_CLIENT_ID}`, token: admin });
+    expect(res.statusCode).toBe(200);
+    const events = res.json().data as { decision: string }[];
+    // The admin token of beforeAll was issued here; the refusal above came after it.
+    expect(events.at(0)).toEqual({
+      id: expect.any(String),
+      time: expect.any(String),
+      requestId: expect.any(String),
+      subject: ADMIN_CLIENT_ID,
+      clientId: ADMIN_CLIENT_ID,
+      interface: 'oauth',
+      operation: 'token',
+      resourceType: 'token',
+      resourceId: expect.stringMatching(/^[0-9a-f]{32}$/),
+      decision: 'allow',
+      reason: 'granted',
+      hash: expect.stringMatching(/^[0-9a-f]{64}$/),
+    });
+    expect(events.at(-1)).toEqual({
+      id: expect.any(String),
+      time: expect.any(String),
+      requestId: attempt.headers['x-request-id'],
+      subject: null,
+      clientId: ADMIN_CLIENT_ID,
+      interface: 'oauth',
+      operation: 'token',
+      resourceType: null,
+      resourceId: null,
+      decision: 'deny',
+      reason: 'authentication',
+      hash: expect.stringMatching(/^[0-9a-f]{64}$/),
+    });
   });
 
   it('is for admins with read:audit only', async () => {

@@ -1,4 +1,5 @@
 import Fastify, { type FastifyInstance } from 'fastify';
+import type { AuditDecision } from '../../src/audit/audit-event.js';
 import type { Config } from '../../src/config/config.js';
 import { KeyStore } from '../../src/oauth/keys/key-store.js';
 import { registerOAuth } from '../../src/oauth/routes.js';
@@ -11,6 +12,8 @@ export interface OAuthApp {
   app: FastifyInstance;
   keys: KeyStore;
   tokens: TokenService;
+  /** The decisions the endpoints sent to the audit log, in order. */
+  decisions: AuditDecision[];
 }
 
 /** A real Fastify instance with the OAuth routes and, beside them, a JSON route like the REST API's. */
@@ -19,9 +22,10 @@ export async function buildOAuthApp(db: Db, config: Config, scopes: readonly str
   const tokens = new TokenService({ db, config, keys });
   const app = Fastify();
   app.post('/v1/echo', async (request) => request.body);
-  await registerOAuth(app, { db, config, keys, tokens, scopes });
+  const decisions: AuditDecision[] = [];
+  await registerOAuth(app, { db, audit: { record: (decision) => decisions.push(decision) }, config, keys, tokens, scopes });
   await app.ready();
-  return { app, keys, tokens };
+  return { app, keys, tokens, decisions };
 }
 
 /** RFC 6749 §2.3.1: form-urlencode each part, then base64 the pair. */

@@ -1,25 +1,37 @@
 import type { FastifyInstance } from 'fastify';
+import { auditableClientId, type AuditDecision } from '../../audit/audit-event.js';
 import { NO_STORE_HEADERS } from '../../errors/oauth-renderer.js';
 import type { ClientRecord } from '../../storage/clients.js';
 import type { Db } from '../../storage/dialect.js';
-import { authenticateClient } from '../client-auth.js';
+import { authenticateClient, presentedClientId, type AuthenticatedClient } from '../client-auth.js';
 import { CLIENT_CREDENTIALS, grantClientCredentials } from '../grants/client-credentials.js';
-import { OAuthError } from '../oauth-error.js';
+import { OAuthError, type OAuthErrorCode } from '../oauth-error.js';
 import type { IssuedAccessToken, TokenService } from '../tokens/token-service.js';
 
 export interface TokenEndpointDeps {
   db: Db;
   tokens: TokenService;
+  audit: { record(decision: AuditDecision): void };
 }
 
 type FormParams = Readonly<Record<string, string>>;
-type GrantHandler = (client: ClientRecord, params: FormParams, deps: TokenEndpointDeps) => Promise<IssuedAccessToken>;
+type GrantHandler = (client: ClientRecord, params: FormParams, deps: TokenEndpointDeps) => Promise<Issued>;
+interface Issued {
+  token: IssuedAccessToken;
+  /** Whom the token speaks for: the client itself, or the user who granted it. */
+  subject: string;
+}
 
 /** The grants this server implements, by `grant_type` (RFC 6749 §4). Discovery lists the same keys. */
 const GRANTS: Readonly<Record<string, GrantHandler>> = {
-  [CLIENT_CREDENTIALS]: (client, params, deps) =>
-    deps.tokens.issueAccessToken({ client, ...grantClientCredentials(client, params), grantType: CLIENT_CREDENTIALS }),
+  [CLIENT_CREDENTIALS]: async (client, params, deps) => {
+    const grant = grantClientCredentials(client, params);
+    return { token: await deps.tokens.issueAccessToken({ client, ...grant, grantType: CLIENT_CREDENTIALS }), subject: grant.subject };
+  },
 };
+
+/** The grant's refusals that are authorization decisions, with the check that decided (audit `reason`). */
+const REFUSALS: Readonly<Partial<Record<OAuthErrorCode, AuditDecision['reason']>>> = { unauthorized_client: 'grant', invalid_scope: 'scope' };
 
 export const SUPPORTED_GRANT_TYPES: readonly string[] = Object.freeze(Object.keys(GRANTS));
 
@@ -31,13 +43,37 @@ export function registerTokenEndpoint(scope: FastifyInstance, deps: TokenEndpoin
     if (grantType === undefined) throw new OAuthError('invalid_request', 'grant_type is required.');
     const grant = Object.hasOwn(GRANTS, grantType) ? GRANTS[grantType] : undefined;
     if (!grant) throw new OAuthError('unsupported_grant_type', 'The grant_type is not supported by this server.');
-    const { client } = await authenticateClient(deps.db.kysely, { authorization: request.headers.authorization, params });
-    const issued = await grant(client, params, deps);
+    // Malformed requests end above without a decision; from here on each request is allowed or refused, and
+    // the audit log records which (seed, Authorization rule 8), never with a secret or the token itself.
+    const decided = (decision: Omit<AuditDecision, 'requestId' | 'interface' | 'operation'>) =>
+      deps.audit.record({ requestId: request.id, interface: 'oauth', operation: 'token', ...decision });
+    const credentials = { authorization: request.headers.authorization, params };
+    let authenticated: AuthenticatedClient;
+    try {
+      authenticated = await authenticateClient(deps.db.kysely, credentials);
+    } catch (error) {
+      if (error instanceof OAuthError && error.error === 'invalid_client') {
+        const clientId = auditableClientId(presentedClientId(credentials));
+        decided({ subject: null, clientId, resourceType: null, resourceId: null, decision: 'deny', reason: 'authentication' });
+      }
+      throw error;
+    }
+    const { client } = authenticated;
+    let issued: Issued;
+    try {
+      issued = await grant(client, params, deps);
+    } catch (error) {
+      const reason = error instanceof OAuthError ? REFUSALS[error.error] : undefined;
+      if (reason) decided({ subject: null, clientId: client.clientId, resourceType: null, resourceId: null, decision: 'deny', reason });
+      throw error;
+    }
+    const { token } = issued;
+    decided({ subject: issued.subject, clientId: client.clientId, resourceType: 'token', resourceId: token.jti, decision: 'allow', reason: 'granted' });
     return reply.headers(NO_STORE_HEADERS).send({
-      access_token: issued.accessToken,
-      token_type: issued.tokenType,
-      expires_in: issued.expiresIn,
-      scope: issued.scope,
+      access_token: token.accessToken,
+      token_type: token.tokenType,
+      expires_in: token.expiresIn,
+      scope: token.scope,
     });
   });
 }

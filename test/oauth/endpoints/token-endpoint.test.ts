@@ -204,6 +204,90 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
     });
   });
 
+  describe('records its decision in the audit log', () => {
+    /** What the endpoint sent to the audit log while answering one request. */
+    async function decisionsOf(send: () => ReturnType<typeof requestToken>) {
+      const before = oauth.decisions.length;
+      const response = await send();
+      return { response, decisions: oauth.decisions.slice(before) };
+    }
+    const oauthDecision = { requestId: expect.any(String), interface: 'oauth', operation: 'token' };
+
+    it('when it issues a token: the client, whom the token speaks for, and the token\'s jti', async () => {
+      const { response, decisions } = await decisionsOf(() => requestToken({ grant_type: 'client_credentials' }, asService()));
+      expect(response.statusCode).toBe(200);
+      const { jti } = await oauth.tokens.verifyAccessToken(response.json().access_token);
+      expect(decisions).toEqual([
+        {
+          ...oauthDecision,
+          subject: service.client.clientId,
+          clientId: service.client.clientId,
+          resourceType: 'token',
+          resourceId: jti,
+          decision: 'allow',
+          reason: 'granted',
+        },
+      ]);
+      expect(JSON.stringify(decisions)).not.toContain(response.json().access_token);
+    });
+
+    it('when client authentication fails, naming the client tried and never the secret', async () => {
+      const { response, decisions } = await decisionsOf(() =>
+        requestToken({ grant_type: 'client_credentials' }, { authorization: basic(service.client.clientId, 'wrong-secret-value') }),
+      );
+      expect(response.statusCode).toBe(401);
+      const denied = { ...oauthDecision, subject: null, resourceType: null, resourceId: null, decision: 'deny', reason: 'authentication' };
+      expect(decisions).toEqual([{ ...denied, clientId: service.client.clientId }]);
+      expect(JSON.stringify(decisions)).not.toContain('wrong-secret-value');
+
+      const posted = await decisionsOf(() =>
+        requestToken({ grant_type: 'client_credentials', client_id: 'nobody', client_secret: 'guess-0123456789' }),
+      );
+      expect(posted.decisions).toEqual([{ ...denied, clientId: 'nobody' }]);
+      expect(JSON.stringify(posted.decisions)).not.toContain('guess-0123456789');
+    });
+
+    it('with no client id when the one presented is not shaped like one', async () => {
+      const odd = await decisionsOf(() => requestToken({ grant_type: 'client_credentials' }, { authorization: basic('<script>', 'x') }));
+      expect(odd.response.statusCode).toBe(401);
+      expect(odd.decisions).toEqual([expect.objectContaining({ clientId: null, decision: 'deny', reason: 'authentication' })]);
+      const malformed = await decisionsOf(() => requestToken({ grant_type: 'client_credentials' }, { authorization: 'Basic not-base64!' }));
+      expect(malformed.decisions).toEqual([expect.objectContaining({ clientId: null, decision: 'deny', reason: 'authentication' })]);
+    });
+
+    it('when the grant refuses the scope or the grant type', async () => {
+      const scope = await decisionsOf(() => requestToken({ grant_type: 'client_credentials', scope: 'read:users' }, asService()));
+      expect(scope.response.statusCode).toBe(400);
+      const refused = { ...oauthDecision, subject: null, resourceType: null, resourceId: null, decision: 'deny' };
+      expect(scope.decisions).toEqual([{ ...refused, clientId: service.client.clientId, reason: 'scope' }]);
+
+      const web = await createClient(t.db, { grantTypes: ['authorization_code'] });
+      const grant = await decisionsOf(() =>
+        requestToken({ grant_type: 'client_credentials' }, { authorization: basic(web.client.clientId, web.secret) }),
+      );
+      expect(grant.response.statusCode).toBe(400);
+      expect(grant.decisions).toEqual([{ ...refused, clientId: web.client.clientId, reason: 'grant' }]);
+    });
+
+    it('but not for a request malformed before any decision, nor for a failure of its own', async () => {
+      for (const send of [
+        () => requestToken({}, asService()),
+        () => requestToken({ grant_type: 'urn:example:magic' }, asService()),
+        () => requestToken({ grant_type: 'client_credentials', client_id: service.client.clientId, client_secret: service.secret }, asService()),
+      ]) {
+        const { response, decisions } = await decisionsOf(send);
+        expect(response.statusCode).toBe(400);
+        expect(decisions).toEqual([]);
+      }
+      vi.spyOn(t.db.kysely, 'selectFrom').mockImplementation(() => {
+        throw Object.assign(new Error('connect ECONNREFUSED 10.1.2.3:5432'), { code: 'ECONNREFUSED' });
+      });
+      const outage = await decisionsOf(() => requestToken({ grant_type: 'client_credentials' }, asService()));
+      expect(outage.response.statusCode).toBe(503);
+      expect(outage.decisions).toEqual([]);
+    });
+  });
+
   it('answers 503 temporarily_unavailable when the database cannot be reached, without internals', async () => {
     vi.spyOn(t.db.kysely, 'selectFrom').mockImplementation(() => {
       throw Object.assign(new Error('connect ECONNREFUSED 10.1.2.3:5432'), { code: 'ECONNREFUSED' });
