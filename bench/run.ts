@@ -25,6 +25,7 @@ import { pacedLoad } from './paced-load.js';
 const DURATION = Number(process.env.BENCH_DURATION ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const WARMUP = 2;
+const PACED_WARMUP = 5;
 const CONNECTIONS = 50;
 const HAS_TASKSET = spawnSync('taskset', ['-V']).status === 0 && os.cpus().length >= 2;
 
@@ -90,10 +91,13 @@ async function measure(name: string, server: Server, path: string, headers: Reco
   };
 }
 
-/** Latency at a steady `rate` (see paced-load.ts), after a warm-up at the same rate. */
+/**
+ * Latency at a steady `rate` (see paced-load.ts). The server was saturated moments before: the warm-up at
+ * the rate is long enough for it to settle (collect that phase's garbage, checkpoint its WAL backlog).
+ */
 async function measurePaced(name: string, server: Server, path: string, headers: Record<string, string>, rate: number): Promise<Measurement> {
   const url = `http://127.0.0.1:${server.info.port}${path}`;
-  await pacedLoad({ url, headers, rate, seconds: WARMUP, connections: CONNECTIONS });
+  await pacedLoad({ url, headers, rate, seconds: PACED_WARMUP, connections: CONNECTIONS });
   const cpuBefore = cpuMillis(server.child.pid!);
   const result = await pacedLoad({ url, headers, rate, seconds: DURATION, connections: CONNECTIONS });
   const cpuAfter = cpuMillis(server.child.pid!);
