@@ -29,4 +29,3 @@ parentPort.on('message', (message) => {
   database.close();
   parentPort.close();
 });
-parentPort.postMessage({ ready: true });

@@ -55,6 +55,8 @@ export function startWalCheckpointer(database: SqliteDatabase, file: string, opt
       if (stopped) return exited;
       stopped = true;
       if (database.open) database.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
+      // Held by the event loop again until the last checkpoint is done and the worker has closed.
+      worker.ref();
       worker.postMessage('stop');
       return exited;
     },

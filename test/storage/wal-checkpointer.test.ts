@@ -1,7 +1,9 @@
 import SQLite, { type Database } from 'better-sqlite3';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openDb } from '../../src/storage/dialect.js';
 import { startWalCheckpointer, type WalCheckpointer } from '../../src/storage/wal-checkpointer.js';
@@ -98,6 +100,33 @@ describe('openDb with background checkpoints', () => {
       const { n } = (await reopened.kysely.selectFrom('notes' as never).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()) as { n: number };
       await reopened.close();
       expect(n).toBe(500);
+    } finally {
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('closing the database at the end of a process', () => {
+  it('finishes the last checkpoint before the process exits on its own', () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'portcullis-wal-exit-'));
+    const dialect = fileURLToPath(new URL('../../src/storage/dialect.ts', import.meta.url));
+    // Nothing but the pending close keeps this process alive: if the worker were not waited for, the process
+    // would end with the WAL still holding the rows.
+    const script = `
+      import { openDb } from ${JSON.stringify(dialect)};
+      const db = await openDb({ databaseUrl: null, dataDir: ${JSON.stringify(dataDir)}, backgroundCheckpoints: true });
+      await db.kysely.schema.createTable('notes').addColumn('body', 'text').execute();
+      await db.kysely.insertInto('notes').values(Array.from({ length: 200 }, () => ({ body: 'x'.repeat(1024) }))).execute();
+      await db.close();
+    `;
+    try {
+      const run = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 30_000 });
+      expect(run.stderr).toBe('');
+      expect(run.status).toBe(0);
+      expect(fs.existsSync(path.join(dataDir, 'portcullis.db-wal'))).toBe(false);
+      const reopened = new SQLite(path.join(dataDir, 'portcullis.db'), { readonly: true });
+      expect(reopened.prepare('select count(*) as n from notes').get()).toEqual({ n: 200 });
+      reopened.close();
     } finally {
       fs.rmSync(dataDir, { recursive: true, force: true });
     }
