@@ -28,8 +28,10 @@ const AUTOCHECKPOINT_PAGES = 1000;
  */
 export function startWalCheckpointer(database: SqliteDatabase, file: string, options: WalCheckpointerOptions): WalCheckpointer {
   database.pragma('wal_autocheckpoint = 0');
+  // The connection that restarts the WAL after a complete checkpoint truncates it: that is this one, the writer.
+  database.pragma(`journal_size_limit = ${options.journalSizeLimit}`);
   const worker = new Worker(options.workerUrl ?? new URL('./wal-checkpoint-worker.mjs', import.meta.url), {
-    workerData: { file, intervalMs: options.intervalMs, journalSizeLimit: options.journalSizeLimit },
+    workerData: { file, intervalMs: options.intervalMs },
   });
   // The checkpoints must not keep a process alive that has nothing else to do.
   worker.unref();

@@ -60,6 +60,21 @@ describe('WAL checkpoints in a worker thread', () => {
     expect(database.prepare('select count(*) as n from rows').get()).toEqual({ n: 6000 });
   });
 
+  it('shrinks the WAL back to its limit once a burst has been checkpointed', async () => {
+    const limit = 64 * 1024;
+    checkpointer = startWalCheckpointer(database, file, { intervalMs: 50, journalSizeLimit: limit });
+    insertRows(6000);
+    const wal = `${file}-wal`;
+    expect(fs.statSync(wal).size).toBeGreaterThan(6 * (1 << 20));
+    // Once a checkpoint has copied everything, the next write starts the WAL over from its beginning, and
+    // the writer truncates the file then.
+    const shrunk = await waitFor(() => {
+      insertRows(1);
+      return fs.statSync(wal).size <= limit;
+    });
+    expect(shrunk).toBe(true);
+  });
+
   it('stops after a last checkpoint and hands checkpointing back to the main connection', async () => {
     checkpointer = startWalCheckpointer(database, file, { intervalMs: 60_000, journalSizeLimit: 1 << 20 });
     insertRows(2000);
