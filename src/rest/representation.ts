@@ -3,6 +3,7 @@ import type { Exchange } from '../pipeline/exchange.js';
 import { entityTag, matchesAny } from './entity-tag.js';
 import type { RouteDefinition } from './route-definition.js';
 import { serializerFor } from './serialization.js';
+import { bodyInMediaType } from './versioning.js';
 
 export interface HandlerResponse {
   status: number;
@@ -59,15 +60,7 @@ export function sendRepresentation(ex: Exchange, reply: FastifyReply, result: Ha
       return reply.send();
     }
   }
-  return reply.send(exactly(ex, payload));
-}
-
-/**
- * Fastify re-renders the media type of a text payload (`version="1"; charset=utf-8`); bytes are sent with
- * the content type as set, so the vendor media type is echoed exactly as documented.
- */
-function exactly(ex: Exchange, payload: string): string | Buffer {
-  return ex.mediaType === null ? payload : Buffer.from(payload);
+  return reply.send(bodyInMediaType(payload, ex.mediaType));
 }
 
 /**

@@ -27,3 +27,12 @@ export function negotiateVersion(accept: string | undefined, pathVersioned: bool
   }
   return `${VENDOR_TYPE}; version=${version}`;
 }
+
+/**
+ * A serialised body as it is handed to Fastify: in the vendor media type it goes as bytes, because Fastify
+ * re-renders the media type of a text payload (`version="1"; charset=utf-8`) and the type must be echoed
+ * exactly as documented.
+ */
+export function bodyInMediaType(text: string, mediaType: string | null): string | Buffer {
+  return mediaType === null ? text : Buffer.from(text);
+}
