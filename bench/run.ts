@@ -74,39 +74,45 @@ interface Measurement {
   non2xx: number;
 }
 
-async function measure(name: string, server: Server, path: string, headers: Record<string, string>): Promise<Measurement> {
-  const url = `http://127.0.0.1:${server.info.port}${path}`;
-  await autocannon({ url, connections: CONNECTIONS, duration: WARMUP, headers });
-  const cpuBefore = cpuMillis(server.child.pid!);
-  const result = await autocannon({ url, connections: CONNECTIONS, duration: DURATION, headers });
-  const cpuAfter = cpuMillis(server.child.pid!);
-  const requests = result.requests.total;
+/** One load's outcome as the load generator saw it. */
+interface LoadResult {
+  requests: number;
+  p50: number;
+  p99: number;
+  errors: number;
+}
+type Load = (url: string, headers: Record<string, string>, seconds: number) => Promise<LoadResult>;
+
+/** Saturating: autocannon's connections each send the next request as soon as the last is answered. */
+const saturating: Load = async (url, headers, seconds) => {
+  const result = await autocannon({ url, connections: CONNECTIONS, duration: seconds, headers });
   return {
-    name,
-    requestsPerSecond: Math.round(requests / DURATION),
+    requests: result.requests.total,
     p50: result.latency.p50,
     p99: result.latency.p99,
-    cpuMicrosPerRequest: Math.round(((cpuAfter - cpuBefore) * 1000) / Math.max(1, requests)),
-    non2xx: result.non2xx + result.errors + result.timeouts,
+    errors: result.non2xx + result.errors + result.timeouts,
   };
-}
+};
 
-/**
- * Latency at a steady `rate` (see paced-load.ts). The server was saturated moments before: the warm-up at
- * the rate is long enough for it to settle (collect that phase's garbage, checkpoint its WAL backlog).
- */
-async function measurePaced(name: string, server: Server, path: string, headers: Record<string, string>, rate: number): Promise<Measurement> {
+/** A steady `rate` (see paced-load.ts). */
+const steady =
+  (rate: number): Load =>
+  (url, headers, seconds) =>
+    pacedLoad({ url, headers, rate, seconds, connections: CONNECTIONS });
+
+/** A warm-up, then the measured run, with the server's CPU time over the measured run. */
+async function measure(name: string, server: Server, path: string, headers: Record<string, string>, load: Load, warmup: number): Promise<Measurement> {
   const url = `http://127.0.0.1:${server.info.port}${path}`;
-  await pacedLoad({ url, headers, rate, seconds: PACED_WARMUP, connections: CONNECTIONS });
+  await load(url, headers, warmup);
   const cpuBefore = cpuMillis(server.child.pid!);
-  const result = await pacedLoad({ url, headers, rate, seconds: DURATION, connections: CONNECTIONS });
+  const result = await load(url, headers, DURATION);
   const cpuAfter = cpuMillis(server.child.pid!);
   return {
     name,
-    requestsPerSecond: rate,
+    requestsPerSecond: Math.round(result.requests / DURATION),
     p50: result.p50,
     p99: result.p99,
-    cpuMicrosPerRequest: Math.round(((cpuAfter - cpuBefore) * 1000) / result.requests),
+    cpuMicrosPerRequest: Math.round(((cpuAfter - cpuBefore) * 1000) / Math.max(1, result.requests)),
     non2xx: result.errors,
   };
 }
@@ -156,11 +162,17 @@ const pacedRounds: { rate: number; results: Measurement[] }[] = [];
 try {
   for (let round = 0; round < ROUNDS; round++) {
     const results: Measurement[] = [];
-    for (const scenario of scenarios) results.push(await measure(scenario.name, scenario.server, scenario.path, scenario.headers));
+    for (const scenario of scenarios) {
+      results.push(await measure(scenario.name, scenario.server, scenario.path, scenario.headers, saturating, WARMUP));
+    }
     rounds.push(results);
     const rate = Math.round(results[JWT_SCENARIO]!.requestsPerSecond / 2);
     const pacedResults: Measurement[] = [];
-    for (const scenario of paced) pacedResults.push(await measurePaced(scenario.name, scenario.server, scenario.path, scenario.headers, rate));
+    // The servers were saturated moments before: the warm-up at the rate is long enough for them to settle
+    // (collect that phase's garbage, checkpoint its WAL backlog).
+    for (const scenario of paced) {
+      pacedResults.push(await measure(scenario.name, scenario.server, scenario.path, scenario.headers, steady(rate), PACED_WARMUP));
+    }
     pacedRounds.push({ rate, results: pacedResults });
   }
 } finally {
@@ -183,18 +195,22 @@ console.log(
 );
 console.log('| scenario | req/s | p50 ms | p99 ms | server CPU µs/req | vs bare (req/s) | errors |');
 console.log('|---|---|---|---|---|---|---|');
-const summary = scenarios.map((scenario, index) => {
-  const runs = rounds.map((results) => results[index]!);
+/** Medians over rounds of one scenario's measurements; errors are summed. */
+function summarize(name: string, runs: Measurement[]) {
   return {
-    name: scenario.name,
+    name,
     requestsPerSecond: Math.round(median(runs.map((r) => r.requestsPerSecond))),
     p50: median(runs.map((r) => r.p50)),
     p99: median(runs.map((r) => r.p99)),
     cpu: Math.round(median(runs.map((r) => r.cpuMicrosPerRequest))),
-    ratio: median(rounds.map((results) => results[index]!.requestsPerSecond / results[0]!.requestsPerSecond)),
     errors: runs.reduce((sum, r) => sum + r.non2xx, 0),
   };
-});
+}
+
+const summary = scenarios.map((scenario, index) => ({
+  ...summarize(scenario.name, rounds.map((results) => results[index]!)),
+  ratio: median(rounds.map((results) => results[index]!.requestsPerSecond / results[0]!.requestsPerSecond)),
+}));
 for (const r of summary) {
   console.log(`| ${r.name} | ${r.requestsPerSecond} | ${r.p50} | ${r.p99} | ${r.cpu} | ${r.ratio.toFixed(2)}x | ${r.errors} |`);
 }
@@ -203,16 +219,7 @@ const rate = Math.round(median(pacedRounds.map((r) => r.rate)));
 console.log(`\nAt a steady rate, half the pipeline's saturated throughput (median ${rate} req/s), over up to ${CONNECTIONS} connections\n`);
 console.log('| scenario | p50 ms | p99 ms | server CPU µs/req | errors |');
 console.log('|---|---|---|---|---|');
-const pacedSummary = paced.map((scenario, index) => {
-  const runs = pacedRounds.map((r) => r.results[index]!);
-  return {
-    name: scenario.name,
-    p50: median(runs.map((r) => r.p50)),
-    p99: median(runs.map((r) => r.p99)),
-    cpu: Math.round(median(runs.map((r) => r.cpuMicrosPerRequest))),
-    errors: runs.reduce((sum, r) => sum + r.non2xx, 0),
-  };
-});
+const pacedSummary = paced.map((scenario, index) => summarize(scenario.name, pacedRounds.map((r) => r.results[index]!)));
 for (const r of pacedSummary) console.log(`| ${r.name} | ${r.p50} | ${r.p99} | ${r.cpu} | ${r.errors} |`);
 
 const jwt = summary.find((r) => r.name === 'pipeline, JWT')!;
