@@ -9,6 +9,7 @@ import { ApiError } from './errors/registry.js';
 import { RateLimiter, rateLimitHeaders } from './limits/rate-limit.js';
 import { KeyStore } from './oauth/keys/key-store.js';
 import { registerOAuth } from './oauth/routes.js';
+import { InvalidationFeed } from './oauth/tokens/invalidation-feed.js';
 import { TokenService } from './oauth/tokens/token-service.js';
 import type { OperationDeps } from './operations/types.js';
 import { AuditLog } from './audit/audit-log.js';
@@ -97,6 +98,30 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const keys = await KeyStore.open(db, config);
   const tokens = new TokenService({ db, config, keys });
   const subjects = new SubjectDirectory(db.kysely);
+  // Revocations, deactivations, deletions, role and scope changes made by any process on this database.
+  const invalidations = new InvalidationFeed(
+    db.kysely,
+    {
+      apply(events) {
+        for (const { kind, target } of events) {
+          if (kind === 'token') tokens.evictJti(target);
+          else if (kind === 'user') {
+            subjects.forget(target);
+            tokens.evictSubject(target, 'user');
+          } else {
+            subjects.forget(target);
+            tokens.evictClient(target);
+          }
+        }
+      },
+      reset() {
+        subjects.clear();
+        tokens.evictWhere(() => true);
+      },
+    },
+    { onError: (error) => fastify.log.error({ err: error }, 'invalidations.read_failed') },
+  );
+  await invalidations.start();
   const audit = new AuditLog(db, fastify.log);
   const maintenance = startMaintenance(db, fastify.log);
   const limiter = new RateLimiter(config.rateLimit.windowSeconds);
@@ -174,6 +199,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     async close() {
       // Stop taking requests and drain in-flight ones, then flush the audit log, then the database.
       await fastify.close();
+      await invalidations.stop();
       await maintenance.stop();
       await audit.close();
       if (!options.db) await db.close();

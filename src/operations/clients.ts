@@ -1,6 +1,7 @@
 import { ApiError, type ErrorDetail } from '../errors/registry.js';
 import { digestSecret, generateSecret } from '../oauth/secrets.js';
 import { revokeClientTokens } from '../oauth/tokens/access-token-records.js';
+import { recordInvalidation } from '../storage/invalidations.js';
 import type { PolicyTable } from '../policy/table.js';
 import { clientRow } from '../storage/clients.js';
 import { newId, nowIso } from '../storage/ids.js';
@@ -73,11 +74,16 @@ export const createClient: Handler<'createClient'> = async ({ body }, { deps }) 
     legacy: body.legacy ?? false,
   };
   try {
-    await deps.db.insertInto('clients').values(clientRow(client, now, now)).execute();
+    await deps.db.transaction().execute(async (trx) => {
+      await trx.insertInto('clients').values(clientRow(client, now, now)).execute();
+      // The client_id may have belonged to a deleted registration that a server still has cached.
+      await recordInvalidation(trx, 'client', client.clientId);
+    });
   } catch (error) {
     if (isUniqueViolation(error)) throw new ApiError('CONFLICT', 'A client with this clientId already exists.');
     throw error;
   }
+  deps.invalidateSubject(client.clientId);
   const { secretHash: _digest, ...view } = client;
   return {
     status: 201,
@@ -93,22 +99,26 @@ export const replaceClient: Handler<'replaceClient'> = async ({ body }, { resour
     throw new ApiError('VALIDATION_FAILED', 'A client type cannot change.', { details: [{ path: '/body/type', message: 'is immutable' }] });
   }
   const updatedAt = nowIso();
-  await deps.db
-    .updateTable('clients')
-    .set({
-      name: body.name,
-      redirectUris: JSON.stringify(body.redirectUris),
-      grantTypes: JSON.stringify(body.grantTypes),
-      scopes: JSON.stringify(body.scopes),
-      role: body.role,
-      accessTokenFormat: body.accessTokenFormat,
-      accessTokenTtl: body.accessTokenTtl,
-      firstParty: body.firstParty,
-      legacy: body.legacy,
-      updatedAt,
-    })
-    .where('id', '=', current.id)
-    .execute();
+  await deps.db.transaction().execute(async (trx) => {
+    await trx
+      .updateTable('clients')
+      .set({
+        name: body.name,
+        redirectUris: JSON.stringify(body.redirectUris),
+        grantTypes: JSON.stringify(body.grantTypes),
+        scopes: JSON.stringify(body.scopes),
+        role: body.role,
+        accessTokenFormat: body.accessTokenFormat,
+        accessTokenTtl: body.accessTokenTtl,
+        firstParty: body.firstParty,
+        legacy: body.legacy,
+        updatedAt,
+      })
+      .where('id', '=', current.id)
+      .execute();
+    // Role, scopes and settings: every server re-reads the registration, and narrows the tokens it issued.
+    await recordInvalidation(trx, 'client', current.clientId);
+  });
   deps.invalidateSubject(current.clientId);
   return { status: 200, body: { ...current, ...body, type: current.type } };
 };

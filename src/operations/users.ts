@@ -1,6 +1,7 @@
 import { ApiError } from '../errors/registry.js';
 import { hashPassword } from '../oauth/passwords.js';
 import { revokeUserTokens } from '../oauth/tokens/access-token-records.js';
+import { recordInvalidation } from '../storage/invalidations.js';
 import { forbiddenFieldChanges } from '../policy/protected-fields.js';
 import { newId, nowIso } from '../storage/ids.js';
 import { whereEqual } from '../storage/filter-sql.js';
@@ -50,6 +51,9 @@ export const replaceUser: Handler<'replaceUser'> = async ({ body }, { principal,
       // a compromise) must not bring them back. A new password (a reset) ends them too.
       if ((current.active && !next.active) || body.password) {
         await revokeUserTokens(trx, current.id, updatedAt);
+      } else if (next.active !== current.active || next.role !== current.role) {
+        // Every server re-reads the user's status and role.
+        await recordInvalidation(trx, 'user', current.id);
       }
     });
   } catch (error) {

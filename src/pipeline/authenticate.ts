@@ -87,13 +87,22 @@ function principalOf(token: VerifiedToken, subject: SubjectStatus | null, client
   // A deleted client's tokens end with it, user tokens included (verified tokens are cached by token, and
   // the client's deletion evicts only what is keyed by its client_id).
   if (!client) throw invalidToken('The client of the token is no longer registered');
+  // The client_id may have been deleted and registered again: the token belongs to the old registration.
+  if (client.id !== token.clientRegistrationId) throw invalidToken('The client of the token is no longer registered');
   return {
     kind: token.subjectType,
     subject: token.subject,
     id: subject.id,
     role: subject.role,
     clientId: token.clientId,
-    scopes: new Set(token.scopes),
+    // What the client may hold now: removing a scope from a client narrows the tokens it already has.
+    scopes: effectiveScopes(token.scopes, client.scopes),
     token: { jti: token.jti, format: token.format, grantType: token.grantType, issuedAt: token.issuedAt, expiresAt: token.expiresAt },
   };
+}
+
+function effectiveScopes(granted: readonly string[], allowed: ReadonlySet<string> | null): Set<string> {
+  const scopes = new Set<string>();
+  for (const scope of granted) if (allowed === null || allowed.has(scope)) scopes.add(scope);
+  return scopes;
 }

@@ -6,13 +6,15 @@ export interface SubjectStatus {
   id: string;
   role: string;
   active: boolean;
+  /** A client's: the scopes it may hold now (a token's scopes are narrowed to these). Null for users. */
+  scopes: ReadonlySet<string> | null;
 }
 
 /**
  * Role and status of token subjects (users by id, clients by client_id), cached so that a hot token costs
- * no database read. `forget` is called the moment a user or client changes through this process: its
- * tokens stop working at once. A change made elsewhere (the CLI, another instance) is seen within
- * `ttlMs`, because entries are re-read that often.
+ * no database read. `forget` is called the moment a user or client changes, through this process or, via
+ * the invalidation feed, any other (the CLI, another instance). Entries are also re-read every `ttlMs`, for
+ * a change made in the database by hand.
  */
 interface Entry {
   status: SubjectStatus | null;
@@ -56,13 +58,19 @@ export class SubjectDirectory {
     this.#entries.client.delete(subject);
   }
 
+  clear(): void {
+    this.#generation++;
+    this.#entries.user.clear();
+    this.#entries.client.clear();
+  }
+
   async #loadUser(id: string): Promise<SubjectStatus | null> {
     const row = await this.db.selectFrom('users').select(['role', 'active']).where('id', '=', id).executeTakeFirst();
-    return row ? { id, role: row.role, active: Boolean(row.active) } : null;
+    return row ? { id, role: row.role, active: Boolean(row.active), scopes: null } : null;
   }
 
   async #loadClient(clientId: string): Promise<SubjectStatus | null> {
-    const row = await this.db.selectFrom('clients').select(['id', 'role']).where('clientId', '=', clientId).executeTakeFirst();
-    return row ? { id: row.id, role: row.role, active: true } : null;
+    const row = await this.db.selectFrom('clients').select(['id', 'role', 'scopes']).where('clientId', '=', clientId).executeTakeFirst();
+    return row ? { id: row.id, role: row.role, active: true, scopes: new Set(JSON.parse(row.scopes) as string[]) } : null;
   }
 }

@@ -1,4 +1,5 @@
 import type { Kysely, Selectable } from 'kysely';
+import { recordInvalidation } from './invalidations.js';
 import type { ClientsTable, Database } from './schema.js';
 
 export type ClientType = 'confidential' | 'public';
@@ -81,5 +82,7 @@ export async function findClientById(db: Kysely<Database>, id: string): Promise<
 export async function insertClient(db: Kysely<Database>, client: NewClient, now: string): Promise<ClientWithSecret> {
   const row = clientRow(client, now, now);
   await db.insertInto('clients').values(row).execute();
+  // The client_id may have belonged to a deleted registration that a running server still has cached.
+  await recordInvalidation(db, 'client', row.clientId);
   return toClientRecord(row);
 }

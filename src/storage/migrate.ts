@@ -4,6 +4,7 @@ import { initial } from './migrations/001-initial.js';
 import { idempotencyKeys } from './migrations/002-idempotency-keys.js';
 import { auditChain } from './migrations/003-audit-chain.js';
 import { emailCaseInsensitive } from './migrations/004-email-case-insensitive.js';
+import { tokenBindingAndInvalidations } from './migrations/005-token-binding-and-invalidations.js';
 
 /** The ordered migration set. Names sort in application order; never rename or edit a shipped one. */
 function migrationsFor(db: Db): Record<string, Migration> {
@@ -12,6 +13,7 @@ function migrationsFor(db: Db): Record<string, Migration> {
     '002-idempotency-keys': idempotencyKeys,
     '003-audit-chain': auditChain(db.dialect),
     '004-email-case-insensitive': emailCaseInsensitive,
+    '005-token-binding-and-invalidations': tokenBindingAndInvalidations(db.dialect),
   };
 }
 

@@ -75,6 +75,17 @@ export interface AccessTokensTable {
   issuedAt: string;
   expiresAt: string;
   revokedAt: string | null;
+  /** `clients.id` of the registration the token was issued to (null: its client was gone at migration). */
+  clientRegistrationId: string | null;
+}
+
+/** One revocation, deactivation, deletion, role or scope change; servers follow `seq` (invalidation-feed.ts). */
+export interface InvalidationsTable {
+  seq: Generated<number>;
+  /** `token`: target is a jti; `user`: a user id; `client`: a client_id (its tokens and its users' tokens). */
+  kind: string;
+  target: string;
+  createdAt: string;
 }
 
 export interface AuditEventsTable {
@@ -117,4 +128,5 @@ export interface Database {
   accessTokens: AccessTokensTable;
   auditEvents: AuditEventsTable;
   idempotencyKeys: IdempotencyKeysTable;
+  invalidations: InvalidationsTable;
 }

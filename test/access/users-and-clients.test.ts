@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { digestSecret } from '../../src/oauth/secrets.js';
 import { DATABASE_KINDS } from '../helpers/databases.js';
 import { ADMIN_CLIENT_ID, type TestApp, type TestUser } from '../helpers/app.js';
-import { FORBIDDEN, JSON_TYPE, NOT_FOUND, createComment, createPost, expectError, expectPrivateJson, readUser, startAccessApp } from './support.js';
+import { FORBIDDEN, INVALID_TOKEN, INVALID_TOKEN_CHALLENGE, JSON_TYPE, NOT_FOUND, REALM, createComment, createPost, expectError, expectPrivateJson, insufficientScope, readUser, scopeChallenge, startAccessApp } from './support.js';
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
@@ -411,6 +411,61 @@ describe.each(DATABASE_KINDS)('users and clients on %s', (kind) => {
       });
       expect(put.statusCode, put.body).toBe(200);
       expectError(await t.request({ url: `/v1/clients/${client.id}`, token }), 403, FORBIDDEN, null);
+    });
+
+    async function clientCredentialsToken(client: { clientId: string; clientSecret: string }, scope?: string): Promise<string> {
+      const issued = await t.app.fastify.inject({
+        method: 'POST',
+        url: '/oauth/token',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        payload: new URLSearchParams({ grant_type: 'client_credentials', client_id: client.clientId, client_secret: client.clientSecret, ...(scope ? { scope } : {}) }).toString(),
+      });
+      expect(issued.statusCode, issued.body).toBe(200);
+      return (JSON.parse(issued.body) as { access_token: string }).access_token;
+    }
+
+    it('narrows a client’s outstanding tokens at once when a scope is taken from the client', async () => {
+      const created = await t.request({ method: 'POST', url: '/v1/clients', token: admin, body: { ...registration, scopes: ['read:clients', 'read:posts'], role: 'admin' } });
+      expect(created.statusCode, created.body).toBe(201);
+      const client = created.json() as { id: string; clientId: string; clientSecret: string };
+      const token = await clientCredentialsToken(client, 'read:clients read:posts');
+      expect((await t.request({ url: '/v1/posts', token })).statusCode).toBe(200);
+      const put = await t.request({
+        method: 'PUT',
+        url: `/v1/clients/${client.id}`,
+        token: admin,
+        body: { ...registration, scopes: ['read:clients'], role: 'admin', accessTokenFormat: 'jwt', accessTokenTtl: 600, firstParty: false, legacy: false },
+      });
+      expect(put.statusCode, put.body).toBe(200);
+      expectError(await t.request({ url: '/v1/posts', token }), 403, insufficientScope('read:posts'), scopeChallenge('read:posts'));
+      expect((await t.request({ url: `/v1/clients/${client.id}`, token })).statusCode).toBe(200);
+      const shown = await t.request({ url: '/v1/authorization', token });
+      expect(shown.json().scopes).toEqual(['read:clients']);
+    });
+
+    it('refuses a token of a deleted client whose client_id is registered again, even if nothing revoked it', async () => {
+      const body = { ...registration, clientId: `reuse-${kind}`, scopes: ['read:posts'], role: 'member' };
+      const first = await t.request({ method: 'POST', url: '/v1/clients', token: admin, body });
+      expect(first.statusCode, first.body).toBe(201);
+      const old = first.json() as { id: string; clientId: string; clientSecret: string };
+      const token = await clientCredentialsToken(old);
+      expect((await t.request({ url: '/v1/posts', token })).statusCode).toBe(200);
+      // Removed behind the server's back (no revocation of its tokens), then registered again as an editor.
+      await t.database.db.kysely.deleteFrom('clients').where('id', '=', old.id).execute();
+      const second = await t.request({ method: 'POST', url: '/v1/clients', token: admin, body: { ...body, role: 'editor' } });
+      expect(second.statusCode, second.body).toBe(201);
+      expectError(await t.request({ url: '/v1/posts', token }), 401, INVALID_TOKEN, `${REALM}, error="invalid_token", error_description="The client of the token is no longer registered"`);
+    });
+
+    it('refuses a deleted user’s token after another account takes the same email', async () => {
+      const departed = await t.createUser('member', { email: `reused-${kind}@example.com` });
+      const token = await departed.token(['read:users']);
+      expect((await t.request({ url: `/v1/users/${departed.id}`, token })).statusCode).toBe(200);
+      const deleted = await t.request({ method: 'DELETE', url: `/v1/users/${departed.id}`, token: admin });
+      expect(deleted.statusCode, deleted.body).toBe(204);
+      const successor = await t.createUser('admin', { email: `reused-${kind}@example.com` });
+      expectError(await t.request({ url: `/v1/users/${successor.id}`, token }), 401, INVALID_TOKEN, INVALID_TOKEN_CHALLENGE);
+      expectError(await t.request({ url: `/v1/users/${departed.id}`, token }), 401, INVALID_TOKEN);
     });
 
     it('deletes a client: 204, then 404', async () => {

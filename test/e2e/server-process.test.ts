@@ -1,73 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import { afterEach, describe, expect, it } from 'vitest';
-
-// The server as operators run it (`npm start` is `tsx src/main.ts`), on a real socket.
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-interface Running {
-  child: ChildProcess;
-  base: string;
-  dataDir: string;
-  output: () => string;
-  exited: Promise<number | null>;
-}
-
-const started: Running[] = [];
-
-async function startServer(env: Record<string, string> = {}): Promise<Running> {
-  const port = await freePort();
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'portcullis-e2e-'));
-  let output = '';
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    env: { PATH: process.env.PATH, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  child.stdout!.on('data', (chunk) => (output += chunk));
-  child.stderr!.on('data', (chunk) => (output += chunk));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const running = { child, base: `http://127.0.0.1:${port}`, dataDir, output: () => output, exited };
-  started.push(running);
-  return running;
-}
-
-async function waitUntilLive(server: Running): Promise<void> {
-  for (let i = 0; i < 100; i++) {
-    try {
-      const res = await fetch(`${server.base}/healthz`);
-      if (res.status === 200) return;
-    } catch {
-      // not listening yet
-    }
-    if (server.child.exitCode !== null) throw new Error(`server exited early:\n${server.output()}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`server did not start:\n${server.output()}`);
-}
-
-afterEach(async () => {
-  for (const server of started.splice(0)) {
-    if (server.child.exitCode === null) {
-      server.child.kill('SIGKILL');
-      await server.exited;
-    }
-    fs.rmSync(server.dataDir, { recursive: true, force: true });
-  }
-});
+import { describe, expect, it } from 'vitest';
+import { startServer, waitUntilLive } from '../helpers/server-process.js';
 
 describe('server process', () => {
   it('bootstraps on first start: bootstrap.json (0600) whose admin client gets a working token', async () => {

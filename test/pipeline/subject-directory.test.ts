@@ -18,13 +18,13 @@ describe.each(DATABASE_KINDS)('subject directory on %s', (kind) => {
     const directory = new SubjectDirectory(t.db.kysely, { ttlMs: 5000, clock: () => now });
     const id = newId();
     await insertUser(t.db.kysely, { id, email: `${id}@example.com`, name: 'U', role: 'member', active: true, passwordHash: 'x' }, nowIso());
-    expect(await directory.lookup('user', id)).toEqual({ id, role: 'member', active: true });
+    expect(await directory.lookup('user', id)).toEqual({ id, role: 'member', active: true, scopes: null });
     // Another process (the CLI, another instance) deactivates the user: no forget() reaches this one.
     await t.db.kysely.updateTable('users').set({ active: false }).where('id', '=', id).execute();
     now += 4999;
-    expect(await directory.lookup('user', id)).toEqual({ id, role: 'member', active: true });
+    expect(await directory.lookup('user', id)).toEqual({ id, role: 'member', active: true, scopes: null });
     now += 2;
-    expect(await directory.lookup('user', id)).toEqual({ id, role: 'member', active: false });
+    expect(await directory.lookup('user', id)).toEqual({ id, role: 'member', active: false, scopes: null });
   });
 
   it('forgets at once what this process changed', async () => {
@@ -34,7 +34,7 @@ describe.each(DATABASE_KINDS)('subject directory on %s', (kind) => {
     await directory.lookup('user', id);
     await t.db.kysely.updateTable('users').set({ role: 'editor' }).where('id', '=', id).execute();
     directory.forget(id);
-    expect(await directory.lookup('user', id)).toEqual({ id, role: 'editor', active: true });
+    expect(await directory.lookup('user', id)).toEqual({ id, role: 'editor', active: true, scopes: null });
   });
 
   it('answers from its cache only while an entry is fresh, and never across kinds', async () => {
@@ -44,7 +44,7 @@ describe.each(DATABASE_KINDS)('subject directory on %s', (kind) => {
     await insertUser(t.db.kysely, { id, email: `${id}@example.com`, name: 'U', role: 'member', active: true, passwordHash: 'x' }, nowIso());
     expect(directory.cached('user', id)).toBeUndefined();
     await directory.lookup('user', id);
-    expect(directory.cached('user', id)).toEqual({ id, role: 'member', active: true });
+    expect(directory.cached('user', id)).toEqual({ id, role: 'member', active: true, scopes: null });
     // A client whose client_id equals this user id is another subject: not cached, and not found.
     expect(directory.cached('client', id)).toBeUndefined();
     expect(await directory.lookup('client', id)).toBeNull();

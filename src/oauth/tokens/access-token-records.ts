@@ -1,5 +1,6 @@
 import type { Kysely, Selectable } from 'kysely';
 import type { AccessTokensTable, Database } from '../../storage/schema.js';
+import { recordInvalidation } from '../../storage/invalidations.js';
 
 /**
  * Rows of `access_tokens`: one per issued token of either format. JWTs are self-contained, but the row
@@ -20,8 +21,15 @@ export async function findAccessTokenByHash(db: Kysely<Database>, tokenHash: str
   return (await db.selectFrom('accessTokens').selectAll().where('tokenHash', '=', tokenHash).executeTakeFirst()) ?? null;
 }
 
+/**
+ * The revoking functions below record an invalidation with the change: pass the transaction that makes it
+ * (or the database, for a single statement) so that every running server drops its cached copy.
+ */
 export async function markAccessTokenRevoked(db: Kysely<Database>, jti: string, revokedAt: string): Promise<void> {
-  await db.updateTable('accessTokens').set({ revokedAt }).where('jti', '=', jti).where('revokedAt', 'is', null).execute();
+  await db.transaction().execute(async (trx) => {
+    await trx.updateTable('accessTokens').set({ revokedAt }).where('jti', '=', jti).where('revokedAt', 'is', null).execute();
+    await recordInvalidation(trx, 'token', jti);
+  });
 }
 
 /** Rows of tokens that expired before `before`: they can no longer authenticate anything. */
@@ -38,11 +46,13 @@ export async function revokeUserTokens(db: Kysely<Database>, userId: string, rev
     .where('subjectType', '=', 'user')
     .where('revokedAt', 'is', null)
     .executeTakeFirst();
+  await recordInvalidation(db, 'user', userId);
   return Number(result.numUpdatedRows);
 }
 
 /** Revokes every live token issued to a client, its own and its users' (deletion, leaked secret). */
 export async function revokeClientTokens(db: Kysely<Database>, clientId: string, revokedAt: string): Promise<number> {
   const result = await db.updateTable('accessTokens').set({ revokedAt }).where('clientId', '=', clientId).where('revokedAt', 'is', null).executeTakeFirst();
+  await recordInvalidation(db, 'client', clientId);
   return Number(result.numUpdatedRows);
 }

@@ -90,6 +90,7 @@ export class TokenService {
       tokenHash,
       format: client.accessTokenFormat,
       clientId: client.clientId,
+      clientRegistrationId: client.id,
       subject,
       subjectType,
       scopes: scope,
@@ -134,6 +135,11 @@ export class TokenService {
   /** Drops cached tokens the predicate selects (they are verified against the database again). */
   evictWhere(predicate: (token: VerifiedToken) => boolean): number {
     return this.#cache.evictWhere(predicate);
+  }
+
+  /** Every cached token issued to the client, its users' tokens included. */
+  evictClient(clientId: string): number {
+    return this.#cache.evictWhere((token) => token.clientId === clientId);
   }
 
   /** E.g. a deactivated user: that user's cached tokens stop being served at once. */
@@ -181,6 +187,7 @@ function toVerifiedToken(row: AccessTokenRow, issuedAt: number, expiresAt: numbe
     jti: row.jti,
     format: row.format as VerifiedToken['format'],
     clientId: row.clientId,
+    clientRegistrationId: row.clientRegistrationId,
     subject: row.subject,
     subjectType: row.subjectType as SubjectType,
     scopes,

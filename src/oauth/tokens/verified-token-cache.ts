@@ -4,12 +4,16 @@ import type { VerifiedToken } from './verified-token.js';
  * A bounded LRU of verified tokens, keyed by the token string. A hit costs no signature check and no
  * database read; an entry is dropped at the token's expiry. Revocation and deactivation evict entries
  * explicitly, and `generation` lets a verification that raced with an eviction skip caching its result.
+ *
+ * One jti may be held under several strings: an ECDSA signature (r, s) verifies as (r, n - s) too, so the
+ * same token has two valid encodings (more, with padding-free base64url variants a verifier accepts).
+ * Revoking a jti evicts every string verified for it.
  */
 export class VerifiedTokenCache {
   readonly #capacity: number;
   readonly #clock: () => number;
   readonly #entries = new Map<string, VerifiedToken>();
-  readonly #byJti = new Map<string, string>();
+  readonly #byJti = new Map<string, string[]>();
   #generation = 0;
 
   constructor(capacity: number, clock: () => number) {
@@ -43,7 +47,9 @@ export class VerifiedTokenCache {
     if (this.#capacity <= 0) return;
     this.#entries.delete(token);
     this.#entries.set(token, verified);
-    this.#byJti.set(verified.jti, token);
+    const strings = this.#byJti.get(verified.jti);
+    if (!strings) this.#byJti.set(verified.jti, [token]);
+    else if (!strings.includes(token)) strings.push(token);
     while (this.#entries.size > this.#capacity) {
       const oldest = this.#entries.entries().next().value;
       if (!oldest) break;
@@ -53,9 +59,8 @@ export class VerifiedTokenCache {
 
   evictJti(jti: string): void {
     this.#generation++;
-    const token = this.#byJti.get(jti);
-    const entry = token === undefined ? undefined : this.#entries.get(token);
-    if (token !== undefined && entry) this.#delete(token, entry);
+    for (const token of this.#byJti.get(jti) ?? []) this.#entries.delete(token);
+    this.#byJti.delete(jti);
   }
 
   /** Drops every entry the predicate selects; returns how many. */
@@ -73,6 +78,10 @@ export class VerifiedTokenCache {
 
   #delete(token: string, entry: VerifiedToken): void {
     this.#entries.delete(token);
-    if (this.#byJti.get(entry.jti) === token) this.#byJti.delete(entry.jti);
+    const strings = this.#byJti.get(entry.jti);
+    if (!strings) return;
+    const remaining = strings.filter((other) => other !== token);
+    if (remaining.length === 0) this.#byJti.delete(entry.jti);
+    else this.#byJti.set(entry.jti, remaining);
   }
 }

@@ -7,6 +7,8 @@ export interface VerifiedToken {
   jti: string;
   format: TokenFormat;
   clientId: string;
+  /** The `clients.id` of the registration the token was issued to; a re-registered client_id is another. */
+  clientRegistrationId: string | null;
   subject: string;
   subjectType: SubjectType;
   scopes: string[];

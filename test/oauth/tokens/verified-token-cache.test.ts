@@ -3,7 +3,7 @@ import { VerifiedTokenCache } from '../../../src/oauth/tokens/verified-token-cac
 import type { VerifiedToken } from '../../../src/oauth/tokens/verified-token.js';
 
 function token(jti: string, subject = 'u1', expiresAt = 2000): VerifiedToken {
-  return { jti, format: 'jwt', clientId: 'c', subject, subjectType: 'user', scopes: [], grantType: 'password', issuedAt: 1000, expiresAt };
+  return { jti, format: 'jwt', clientId: 'c', clientRegistrationId: 'r1', subject, subjectType: 'user', scopes: [], grantType: 'password', issuedAt: 1000, expiresAt };
 }
 
 describe('verified-token cache', () => {
@@ -40,6 +40,29 @@ describe('verified-token cache', () => {
     expect(cache.evictWhere((t) => t.subject === 'alice')).toBe(2);
     expect(cache.size).toBe(0);
     expect(cache.generation).toBe(before + 2);
+  });
+
+  it('holds every string verified for one jti, and evicting the jti drops them all', () => {
+    const cache = new VerifiedTokenCache(10, () => 0);
+    cache.set('sig-s', token('1'));
+    cache.set('sig-n-minus-s', token('1'));
+    cache.set('other', token('2'));
+    cache.evictJti('1');
+    expect(cache.get('sig-s')).toBeNull();
+    expect(cache.get('sig-n-minus-s')).toBeNull();
+    expect(cache.get('other')?.jti).toBe('2');
+    expect(cache.size).toBe(1);
+  });
+
+  it('keeps the other strings of a jti when one of them leaves the LRU', () => {
+    const cache = new VerifiedTokenCache(2, () => 0);
+    cache.set('first', token('1'));
+    cache.set('second', token('1'));
+    cache.set('third', token('2'));
+    expect(cache.get('first')).toBeNull();
+    cache.evictJti('1');
+    expect(cache.get('second')).toBeNull();
+    expect(cache.get('third')?.jti).toBe('2');
   });
 
   it('caches nothing with capacity 0', () => {

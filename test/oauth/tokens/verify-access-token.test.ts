@@ -104,6 +104,7 @@ describe.each(DATABASE_KINDS)('access-token verification on %s', (kind) => {
         jti: issued.jti,
         format: 'jwt',
         clientId: jwtClient.client.clientId,
+        clientRegistrationId: jwtClient.client.id,
         subject: jwtClient.client.clientId,
         subjectType: 'client',
         scopes: ['read:posts'],
@@ -124,6 +125,7 @@ describe.each(DATABASE_KINDS)('access-token verification on %s', (kind) => {
         jti: issued.jti,
         format: 'opaque',
         clientId: opaqueClient.client.clientId,
+        clientRegistrationId: opaqueClient.client.id,
         subject: opaqueClient.client.clientId,
         subjectType: 'client',
         scopes: ['read:posts'],
@@ -281,6 +283,34 @@ describe.each(DATABASE_KINDS)('access-token verification on %s', (kind) => {
       expect(await reasonFor(tokens, accessToken)).toBe('expired');
     });
 
+    it('both encodings of a malleated ES256 signature once the jti is revoked', async () => {
+      const tokens = service();
+      const { accessToken, jti } = await issue(tokens);
+      const malleated = malleate(accessToken);
+      expect(malleated).not.toBe(accessToken);
+      // ECDSA accepts (r, n - s) as well as (r, s): one token, two strings, both verify and are cached.
+      await expect(tokens.verifyAccessToken(accessToken)).resolves.toMatchObject({ jti });
+      await expect(tokens.verifyAccessToken(malleated)).resolves.toMatchObject({ jti });
+      expect(tokens.cachedAccessToken(malleated)?.jti).toBe(jti);
+      await tokens.revokeToken(jti);
+      expect(tokens.cachedAccessToken(accessToken)).toBeNull();
+      expect(tokens.cachedAccessToken(malleated)).toBeNull();
+      expect(await reasonFor(tokens, accessToken)).toBe('revoked');
+      expect(await reasonFor(tokens, malleated)).toBe('revoked');
+    });
+
+    it('both encodings of a malleated signature when another instance announces the revocation', async () => {
+      const tokens = service();
+      const { accessToken, jti } = await issue(tokens);
+      const malleated = malleate(accessToken);
+      await tokens.verifyAccessToken(accessToken);
+      await tokens.verifyAccessToken(malleated);
+      await service().revokeToken(jti);
+      tokens.evictJti(jti);
+      expect(await reasonFor(tokens, malleated)).toBe('revoked');
+      expect(await reasonFor(tokens, accessToken)).toBe('revoked');
+    });
+
     it('a revoked opaque token', async () => {
       const tokens = service();
       const { accessToken, jti } = await issue(tokens, opaqueClient);
@@ -289,3 +319,15 @@ describe.each(DATABASE_KINDS)('access-token verification on %s', (kind) => {
     });
   });
 });
+
+/** The order of the P-256 group. */
+const P256_N = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551n;
+
+/** The same JWS with its ES256 signature (r, s) replaced by the equally valid (r, n - s). */
+function malleate(jws: string): string {
+  const [header, payload, signature] = jws.split('.') as [string, string, string];
+  const bytes = base64url.decode(signature);
+  const s = BigInt(`0x${Buffer.from(bytes.subarray(32)).toString('hex')}`);
+  const flipped = Buffer.from((P256_N - s).toString(16).padStart(64, '0'), 'hex');
+  return `${header}.${payload}.${base64url.encode(Buffer.concat([bytes.subarray(0, 32), flipped]))}`;
+}

@@ -1,0 +1,49 @@
+import type { Kysely } from 'kysely';
+import type { Database } from './schema.js';
+import { nowIso } from './ids.js';
+
+/**
+ * What a change makes stale in every server's caches:
+ * - `token`: one access token (target: its jti);
+ * - `user`: a user's status or role, and the tokens issued on the user's behalf (target: the user's id);
+ * - `client`: a client's registration (role, scopes, existence) and every token issued to it, its users'
+ *   included (target: the client_id).
+ */
+export type InvalidationKind = 'token' | 'user' | 'client';
+
+export interface Invalidation {
+  seq: number;
+  kind: InvalidationKind;
+  target: string;
+}
+
+/**
+ * Records a change for every running server to follow (invalidation-feed.ts). Call it with the transaction
+ * that makes the change, so a server never sees the event without the change or the change without it.
+ */
+export async function recordInvalidation(db: Kysely<Database>, kind: InvalidationKind, target: string): Promise<void> {
+  await db.insertInto('invalidations').values({ kind, target, createdAt: nowIso() }).execute();
+}
+
+/** Events after `afterSeq`, oldest first, at most `limit`. */
+export async function readInvalidations(db: Kysely<Database>, afterSeq: number, limit: number): Promise<Invalidation[]> {
+  const rows = await db
+    .selectFrom('invalidations')
+    .select(['seq', 'kind', 'target'])
+    .where('seq', '>', afterSeq)
+    .orderBy('seq')
+    .limit(limit)
+    .execute();
+  // bigserial comes back from PostgreSQL as a string.
+  return rows.map((row) => ({ seq: Number(row.seq), kind: row.kind as InvalidationKind, target: row.target }));
+}
+
+export async function latestInvalidationSeq(db: Kysely<Database>): Promise<number> {
+  const row = await db.selectFrom('invalidations').select((eb) => eb.fn.max('seq').as('seq')).executeTakeFirst();
+  return row?.seq == null ? 0 : Number(row.seq);
+}
+
+/** Followers read only the last few seconds; a day of history is more than any server needs. */
+export async function purgeOldInvalidations(db: Kysely<Database>, before: string): Promise<void> {
+  await db.deleteFrom('invalidations').where('createdAt', '<', before).execute();
+}
