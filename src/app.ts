@@ -124,7 +124,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await invalidations.start();
   const audit = new AuditLog(db, fastify.log);
   const maintenance = startMaintenance(db, fastify.log);
-  const limiter = new RateLimiter(config.rateLimit.windowSeconds);
+  const limiter = new RateLimiter(config.rateLimit);
 
   const published = JSON.parse(fs.readFileSync(PUBLISHED_SPEC, 'utf8')) as Record<string, unknown>;
   published.servers = [{ url: config.issuer, description: 'This server' }];
@@ -174,7 +174,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const allowedMethods = allowedMethodsFinder(routes);
   fastify.setNotFoundHandler(async (request, reply) => {
     // Probing for paths counts against the caller's address like any anonymous request.
-    const limit = limiter.hit(`ip:${request.ip}`, config.rateLimit.anonymousMax, 'anonymous');
+    const limit = await limiter.anonymous.consume(request.ip);
     reply.headers(rateLimitHeaders(limit));
     const allow = allowedMethods(request.url.split('?', 1)[0]!);
     const error = !limit.allowed

@@ -24,11 +24,16 @@ export interface Config {
   readonly http: {
     readonly bodyLimit: number;
     readonly trustProxy: boolean;
+    /** Seconds a request may take to arrive whole, headers and body (408 after). */
+    readonly requestTimeoutSeconds: number;
+    /** Open connections one socket address may hold; 0 turns the cap off (behind TRUST_PROXY it is off). */
+    readonly maxConnectionsPerAddress: number;
   };
   readonly rateLimit: {
     readonly max: number;
     readonly windowSeconds: number;
     readonly anonymousMax: number;
+    readonly addressMax: number;
   };
   readonly bootstrap: {
     readonly adminEmail: string | null;
@@ -150,11 +155,14 @@ export function loadConfig(env: Env = process.env): Config {
     http: {
       bodyLimit: readInt(env, 'BODY_LIMIT', 64 * 1024, 1024, 10 * 1024 * 1024, problems),
       trustProxy: readBool(env, 'TRUST_PROXY', false, problems),
+      requestTimeoutSeconds: readInt(env, 'REQUEST_TIMEOUT_SECONDS', 10, 1, 300, problems),
+      maxConnectionsPerAddress: readInt(env, 'MAX_CONNECTIONS_PER_ADDRESS', 64, 0, 100_000, problems),
     },
     rateLimit: {
       max: readInt(env, 'RATE_LIMIT_MAX', 600, 1, 1_000_000, problems),
       windowSeconds: readInt(env, 'RATE_LIMIT_WINDOW', 60, 1, 86400, problems),
       anonymousMax: readInt(env, 'RATE_LIMIT_ANONYMOUS_MAX', 120, 1, 1_000_000, problems),
+      addressMax: readInt(env, 'RATE_LIMIT_ADDRESS_MAX', 300, 1, 1_000_000, problems),
     },
     bootstrap: {
       adminEmail: readString(env, 'BOOTSTRAP_ADMIN_EMAIL'),

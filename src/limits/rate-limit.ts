@@ -1,6 +1,9 @@
+import { RateLimiterMemory, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+
 /**
- * Fixed-window request counters per key (client id, or IP for anonymous callers), reported with the
- * IETF RateLimit header fields (draft-ietf-httpapi-ratelimit-headers).
+ * Request budgets per key (an address, a client, a user), reported with the IETF RateLimit header fields
+ * (draft-ietf-httpapi-ratelimit-headers). Counting is rate-limiter-flexible's: a request may weigh more
+ * than one point, and the in-memory store can be swapped for its Redis store without touching callers.
  */
 export interface RateLimitResult {
   allowed: boolean;
@@ -12,37 +15,69 @@ export interface RateLimitResult {
   windowSeconds: number;
 }
 
-export class RateLimiter {
-  readonly #windows = new Map<string, { start: number; count: number }>();
+/** One named budget: `points` per `windowSeconds` for each key. */
+export class RateLimitPolicy {
+  readonly #limiter: RateLimiterAbstract;
 
   constructor(
-    private readonly windowSeconds: number,
-    private readonly clock: () => number = Date.now,
-  ) {}
+    readonly name: string,
+    readonly points: number,
+    readonly windowSeconds: number,
+  ) {
+    this.#limiter = new RateLimiterMemory({ keyPrefix: name, points, duration: windowSeconds });
+  }
 
-  hit(key: string, limit: number, policyName: string): RateLimitResult {
-    const now = this.clock();
-    const windowMs = this.windowSeconds * 1000;
-    let entry = this.#windows.get(key);
-    if (!entry || now - entry.start >= windowMs) {
-      if (this.#windows.size > 100_000) this.#sweep(now, windowMs);
-      entry = { start: now - (now % windowMs), count: 0 };
-      this.#windows.set(key, entry);
+  /** Takes `weight` points from the key's budget; `allowed` is false once the window's budget is spent. */
+  async consume(key: string, weight = 1): Promise<RateLimitResult> {
+    try {
+      return this.#result(await this.#limiter.consume(key, weight), true);
+    } catch (refusal) {
+      // rate-limiter-flexible rejects with the counter's state when the budget is spent, and with an Error
+      // only when its store fails.
+      if (refusal instanceof RateLimiterRes) return this.#result(refusal, false);
+      throw refusal;
     }
-    entry.count++;
-    const resetSeconds = Math.max(1, Math.ceil((entry.start + windowMs - now) / 1000));
+  }
+
+  #result(res: RateLimiterRes, allowed: boolean): RateLimitResult {
     return {
-      allowed: entry.count <= limit,
-      limit,
-      remaining: Math.max(0, limit - entry.count),
-      resetSeconds,
-      policyName,
+      allowed,
+      limit: this.points,
+      remaining: Math.max(0, this.points - res.consumedPoints),
+      resetSeconds: Math.max(1, Math.ceil(res.msBeforeNext / 1000)),
+      policyName: this.name,
       windowSeconds: this.windowSeconds,
     };
   }
+}
 
-  #sweep(now: number, windowMs: number): void {
-    for (const [key, entry] of this.#windows) if (now - entry.start >= windowMs) this.#windows.delete(key);
+export interface RateLimitSettings {
+  windowSeconds: number;
+  /** Per client and per user. */
+  max: number;
+  /** Per address, for anonymous callers and refused credentials. */
+  anonymousMax: number;
+  /** Per address, for every request that is not carrying an already-verified token. */
+  addressMax: number;
+}
+
+/** The server's budgets, by who spends them. */
+export class RateLimiter {
+  /** Checked before any token is verified, so a flood of forged tokens costs no signature checks. */
+  readonly address: RateLimitPolicy;
+  readonly anonymous: RateLimitPolicy;
+  readonly client: RateLimitPolicy;
+  readonly user: RateLimitPolicy;
+  /** The authorization server's endpoints, per address, before any credential is checked. */
+  readonly oauth: RateLimitPolicy;
+
+  constructor(settings: RateLimitSettings) {
+    const { windowSeconds } = settings;
+    this.address = new RateLimitPolicy('address', settings.addressMax, windowSeconds);
+    this.anonymous = new RateLimitPolicy('anonymous', settings.anonymousMax, windowSeconds);
+    this.client = new RateLimitPolicy('client', settings.max, windowSeconds);
+    this.user = new RateLimitPolicy('user', settings.max, windowSeconds);
+    this.oauth = new RateLimitPolicy('oauth', settings.anonymousMax, windowSeconds);
   }
 }
 

@@ -39,7 +39,7 @@ export async function registerOAuth(app: FastifyInstance, deps: OAuthDeps): Prom
       const limiter = deps.limiter;
       // Per address: credential guessing and token storms are slowed before any secret is checked.
       scope.addHook('onRequest', async (request, reply) => {
-        const limit = limiter.hit(`oauth:${request.ip}`, deps.config.rateLimit.anonymousMax, 'oauth');
+        const limit = await limiter.oauth.consume(request.ip);
         reply.headers(rateLimitHeaders(limit));
         if (!limit.allowed) {
           throw new OAuthError('temporarily_unavailable', `Too many requests; retry in ${limit.resetSeconds} s.`, 429, {

@@ -60,6 +60,11 @@ export function authenticate(input: AuthenticationInput, deps: AuthenticateDeps)
   return (token === usual ? undefined : decideCached(token, deps)) ?? verifyAndLookUp(token, deps);
 }
 
+/** Whether the header carries, in the usual form, a token this server has verified and still caches. */
+export function hasVerifiedBearer(authorization: string | undefined, tokens: TokenService): boolean {
+  return authorization !== undefined && authorization.startsWith('Bearer ') && tokens.cachedAccessToken(authorization.slice(7)) !== null;
+}
+
 /** The principal from caches alone (token, subject and client all known), or undefined. */
 function decideCached(token: string, deps: AuthenticateDeps): Principal | undefined {
   const verified = deps.tokens.cachedAccessToken(token);

@@ -6,6 +6,7 @@ import {
   checkResource,
   identify,
   limit,
+  limitAddress,
   negotiate,
   rejectBodyToken,
   validate,
@@ -31,11 +32,12 @@ export interface Stage {
  * the contract's schema and tagged (rest/representation.ts), and the decision goes to the audit log
  * (record-decision.ts).
  *
- *   authenticate -> rate-limit -> negotiate -> authorize -> (parse) -> reject-body-token
+ *   limit-address -> authenticate -> rate-limit -> negotiate -> authorize -> (parse) -> reject-body-token
  *   -> reject-invalid-text -> validate -> load-resource -> check-precondition
  *   -> handle -> serialize -> audit
  */
 export const REST_PIPELINE: readonly Stage[] = [
+  { name: 'limit-address', phase: 'request', run: limitAddress },
   { name: 'authenticate', phase: 'request', run: identify },
   { name: 'rate-limit', phase: 'request', run: limit },
   { name: 'negotiate', phase: 'request', run: negotiate },

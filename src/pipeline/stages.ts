@@ -2,7 +2,7 @@ import type { AuditDecision } from '../audit/audit-event.js';
 import { ApiError } from '../errors/registry.js';
 import type { TokenService } from '../oauth/tokens/token-service.js';
 import type { Config } from '../config/config.js';
-import { RateLimiter, rateLimitHeaders } from '../limits/rate-limit.js';
+import { rateLimitHeaders, type RateLimiter, type RateLimitResult } from '../limits/rate-limit.js';
 import { evaluateRule, type ResourceRow } from '../policy/resource-rule.js';
 import type { PolicyTable } from '../policy/table.js';
 import { matchesAny } from '../rest/entity-tag.js';
@@ -10,7 +10,7 @@ import { requestValidator } from '../rest/validation.js';
 import { negotiateVersion } from '../rest/versioning.js';
 import { loadResource, resourceLoader } from '../operations/resources.js';
 import type { OperationDeps } from '../operations/types.js';
-import { authenticate } from './authenticate.js';
+import { authenticate, hasVerifiedBearer } from './authenticate.js';
 import { authorize } from './authorize.js';
 import type { Exchange } from './exchange.js';
 import type { StageResult } from './rest-pipeline.js';
@@ -56,29 +56,56 @@ export function identify(ex: Exchange, deps: StageDeps): StageResult {
   ex.principal = principal;
 }
 
-function refuseCredential(ex: Exchange, deps: StageDeps, error: unknown): never {
-  if (error instanceof ApiError) {
-    ex.decision = { decision: 'deny', reason: 'authentication' };
-    limit(ex, deps);
-  }
-  throw error;
+function refuseCredential(ex: Exchange, deps: StageDeps, error: unknown): Promise<never> | never {
+  if (!(error instanceof ApiError)) throw error;
+  ex.decision = { decision: 'deny', reason: 'authentication' };
+  // A refused credential spends the address's anonymous budget: guessing tokens is limited like probing.
+  return charge(ex, deps.limiter.anonymous.consume(ex.ip)).then(() => {
+    throw error;
+  });
 }
 
-/** Per client (per IP when anonymous); 429 with Retry-After once the window's budget is spent. */
-export function limit(ex: Exchange, deps: StageDeps): void {
+/**
+ * Stage 1, before any token is verified: every request that does not carry a token this server has
+ * already verified spends the address's budget, so a flood of forged or random tokens is refused before
+ * it costs a signature check or a database read. Hot tokens skip it (their clients have their own budget).
+ */
+export function limitAddress(ex: Exchange, deps: StageDeps): StageResult {
+  if (hasVerifiedBearer(ex.headers.authorization, deps.tokens)) return;
+  return charge(ex, deps.limiter.address.consume(ex.ip), false);
+}
+
+/**
+ * Stage 3, once the caller is known: per client, and a user's token draws on the user's budget too; per
+ * address for anonymous callers. 429 with Retry-After once a budget is spent.
+ */
+export function limit(ex: Exchange, deps: StageDeps): StageResult {
   const principal = ex.principal;
-  const anonymous = principal.kind === 'anonymous';
-  const result = deps.limiter.hit(
-    principal.kind === 'anonymous' ? `ip:${ex.ip}` : `client:${principal.clientId}`,
-    anonymous ? deps.config.rateLimit.anonymousMax : deps.config.rateLimit.max,
-    anonymous ? 'anonymous' : 'client',
+  if (principal.kind === 'anonymous') return charge(ex, deps.limiter.anonymous.consume(ex.ip));
+  const client = deps.limiter.client.consume(principal.clientId);
+  if (principal.kind === 'client') return charge(ex, client);
+  return charge(
+    ex,
+    Promise.all([deps.limiter.user.consume(principal.subject), client]).then(([user, byClient]) => tighter(user, byClient)),
   );
-  Object.assign(ex.responseHeaders, rateLimitHeaders(result));
-  if (!result.allowed) {
-    throw new ApiError('RATE_LIMITED', `Too many requests; retry in ${result.resetSeconds} s.`, {
-      headers: { 'retry-after': String(result.resetSeconds) },
-    });
-  }
+}
+
+/** The budget that refuses, or the one closer to running out (the client's on a tie). */
+function tighter(user: RateLimitResult, client: RateLimitResult): RateLimitResult {
+  if (user.allowed !== client.allowed) return user.allowed ? client : user;
+  return user.remaining < client.remaining ? user : client;
+}
+
+/** Applies a budget's answer: its headers (unless only refusals should show it), and 429 when spent. */
+function charge(ex: Exchange, pending: Promise<RateLimitResult>, report = true): Promise<void> {
+  return pending.then((result) => {
+    if (report || !result.allowed) Object.assign(ex.responseHeaders, rateLimitHeaders(result));
+    if (!result.allowed) {
+      throw new ApiError('RATE_LIMITED', `Too many requests; retry in ${result.resetSeconds} s.`, {
+        headers: { 'retry-after': String(result.resetSeconds) },
+      });
+    }
+  });
 }
 
 /** The check a coarse refusal came from, by the error it was answered with (anything else: the role). */

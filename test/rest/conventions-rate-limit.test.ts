@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { findClientByClientId, insertClient } from '../../src/storage/clients.js';
 import { newId, nowIso } from '../../src/storage/ids.js';
 import { ADMIN_CLIENT_ID, ALL_API_SCOPES, startTestApp, type TestApp } from '../helpers/app.js';
@@ -35,8 +35,8 @@ function expectRateLimited(res: Res, policy: string) {
   });
 }
 
-async function withApp(kind: 'sqlite' | 'postgres', run: (t: TestApp) => Promise<void>) {
-  const t = await startTestApp(kind, LIMITS);
+async function withApp(kind: 'sqlite' | 'postgres', run: (t: TestApp) => Promise<void>, env: Record<string, string> = {}) {
+  const t = await startTestApp(kind, { ...LIMITS, ...env });
   try {
     await run(t);
   } finally {
@@ -88,7 +88,9 @@ describe.each(DATABASE_KINDS)('REST rate limits on %s', (kind) => {
 
       const viaOther = await t.request({ url: '/v1/posts', token: otherToken });
       expect(viaOther.statusCode).toBe(200);
-      expect(parseRateLimit(viaOther)).toMatchObject({ policy: 'client', remaining: 4 });
+      // The other client's budget is whole (4 left), but the user's own has paid for the refused request
+      // too (3 left): a user's token draws on both, and the headers show the tighter one.
+      expect(parseRateLimit(viaOther)).toMatchObject({ policy: 'user', remaining: 3 });
     });
   });
 
@@ -162,6 +164,38 @@ describe.each(DATABASE_KINDS)('REST rate limits on %s', (kind) => {
       expect(limited.headers['retry-after']).toMatch(/^\d+$/);
       expect(JSON.parse(limited.body).error.code).toBe('RATE_LIMITED');
     });
+  });
+
+  it('refuses a flood of unverified tokens per address before verifying them; a verified token from there still works', async () => {
+    await withApp(
+      kind,
+      async (t) => {
+        const user = await t.createUser('member');
+        const token = await user.token();
+        const fromFlooder = (authorization: string) =>
+          t.app.fastify.inject({ method: 'GET', url: '/v1/posts', remoteAddress: '10.0.0.66', headers: { authorization } });
+        expect((await fromFlooder(`Bearer ${token}`)).statusCode).toBe(200);
+        const verify = vi.spyOn(t.app.tokens, 'verifyAccessToken');
+        const statuses: number[] = [];
+        for (let i = 0; i < 10; i++) statuses.push((await fromFlooder(`Bearer forged-${i}.x.y`)).statusCode);
+        // The address's budget of 4 covered the token that was verified above and three forged ones.
+        expect(statuses).toEqual([401, 401, 401, 429, 429, 429, 429, 429, 429, 429]);
+        expect(verify).toHaveBeenCalledTimes(3);
+        const refused = await fromFlooder('Bearer forged-last.x.y');
+        expect({ status: refused.statusCode, policy: refused.headers['ratelimit-policy'], body: JSON.parse(refused.body).error.code }).toEqual({
+          status: 429,
+          policy: '"address";q=4;w=86400',
+          body: 'RATE_LIMITED',
+        });
+        expect(refused.headers['retry-after']).toMatch(/^\d+$/);
+        // A token this server has verified costs nothing to check: its client's budget applies, not the address's.
+        const hot = await fromFlooder(`Bearer ${token}`);
+        expect(hot.statusCode).toBe(200);
+        expect(hot.headers['ratelimit-policy']).toBe('"client";q=5;w=86400');
+        expect(verify).toHaveBeenCalledTimes(3);
+      },
+      { RATE_LIMIT_ADDRESS_MAX: '4', RATE_LIMIT_ANONYMOUS_MAX: '1000' },
+    );
   });
 
   it('counts requests with an invalid token against the address, so that guessing tokens is limited', async () => {
