@@ -20,7 +20,24 @@ function createAjv(coerce: boolean): Ajv2020 {
     allowUnionTypes: true,
   });
   addFormats(ajv);
+  restrictDateTime(ajv);
   return ajv;
+}
+
+/**
+ * RFC 3339 admits instants an ECMAScript Date cannot hold (a leap second, 23:59:60), which the handlers
+ * would then fail to compare: `date-time` here is RFC 3339's grammar and a representable instant.
+ */
+function restrictDateTime(ajv: Ajv2020): void {
+  const rfc3339 = ajv.formats['date-time'];
+  const grammar =
+    typeof rfc3339 === 'function'
+      ? rfc3339
+      : rfc3339 && typeof rfc3339 === 'object' && 'validate' in rfc3339 && typeof rfc3339.validate === 'function'
+        ? (rfc3339.validate as (value: string) => boolean)
+        : null;
+  if (!grammar) throw new Error('ajv-formats did not define date-time');
+  ajv.addFormat('date-time', { type: 'string', validate: (value: string) => grammar(value) && Number.isFinite(Date.parse(value)) });
 }
 
 // Path, query and header values arrive as strings and are coerced to the contract's types;
