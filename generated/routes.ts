@@ -147,11 +147,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -221,11 +223,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -295,11 +299,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -369,11 +375,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -443,11 +451,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -517,11 +527,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -591,11 +603,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -803,11 +817,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -877,11 +893,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -951,11 +969,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -1025,11 +1045,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -1099,11 +1121,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -1173,11 +1197,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -1247,11 +1273,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -1321,11 +1349,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -1395,11 +1425,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -1469,11 +1501,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -1543,11 +1577,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -1763,11 +1799,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -1837,11 +1875,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -1911,11 +1951,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -1985,11 +2027,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -2059,11 +2103,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -2133,11 +2179,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -2207,11 +2255,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -2281,11 +2331,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -2474,11 +2526,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -2548,11 +2602,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -2622,11 +2678,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -2696,11 +2754,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -2770,11 +2830,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -2844,11 +2906,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -2918,11 +2982,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -2992,11 +3058,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -3066,11 +3134,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -3140,11 +3210,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -3214,11 +3286,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -3288,11 +3362,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -3467,11 +3543,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -3541,11 +3619,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -3615,11 +3695,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -3689,11 +3771,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -3763,11 +3847,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -3837,11 +3923,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -3911,11 +3999,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -3985,11 +4075,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -4059,11 +4151,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -4358,11 +4452,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -4432,11 +4528,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -4506,11 +4604,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -4580,11 +4680,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -4654,11 +4756,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -4728,11 +4832,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -4802,11 +4908,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -5142,11 +5250,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -5216,11 +5326,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -5290,11 +5402,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -5364,11 +5478,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -5438,11 +5554,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -5512,11 +5630,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -5586,11 +5706,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -5873,11 +5995,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -5947,11 +6071,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -6021,11 +6147,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -6095,11 +6223,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -6169,11 +6299,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -6243,11 +6375,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -6317,11 +6451,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -6391,11 +6527,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -6465,11 +6603,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -6539,11 +6679,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -6810,11 +6952,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -6884,11 +7028,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -6958,11 +7104,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -7032,11 +7180,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -7106,11 +7256,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -7180,11 +7332,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -7254,11 +7408,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -7328,11 +7484,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -7601,11 +7759,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -7675,11 +7835,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -7749,11 +7911,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -7823,11 +7987,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -7897,11 +8063,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -7971,11 +8139,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -8045,11 +8215,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -8119,11 +8291,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -8193,11 +8367,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -8267,11 +8443,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -8341,11 +8519,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -8507,11 +8687,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -8581,11 +8763,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -8655,11 +8839,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -8729,11 +8915,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -8803,11 +8991,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -8877,11 +9067,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -8951,11 +9143,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -9025,11 +9219,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -9099,11 +9295,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -9505,11 +9703,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -9579,11 +9779,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -9653,11 +9855,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -9727,11 +9931,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -9801,11 +10007,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -9875,11 +10083,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -9949,11 +10159,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -10023,11 +10235,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -10423,11 +10637,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -10497,11 +10713,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -10571,11 +10789,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -10645,11 +10865,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -10719,11 +10941,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -10793,11 +11017,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -10867,11 +11093,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -10941,11 +11169,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -11015,11 +11245,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -11089,11 +11321,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -11163,11 +11397,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -11545,11 +11781,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -11619,11 +11857,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -11693,11 +11933,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -11767,11 +12009,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -11841,11 +12085,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -11915,11 +12161,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -11989,11 +12237,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -12063,11 +12313,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -12443,11 +12695,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -12517,11 +12771,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -12591,11 +12847,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -12665,11 +12923,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -12739,11 +12999,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -12813,11 +13075,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -12887,11 +13151,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -12961,11 +13227,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -13035,11 +13303,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -13109,11 +13379,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -13183,11 +13455,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -13334,11 +13608,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -13408,11 +13684,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -13482,11 +13760,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -13556,11 +13836,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -13630,11 +13912,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -13704,11 +13988,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -13778,11 +14064,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -13852,11 +14140,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -13926,11 +14216,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -14223,11 +14515,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -14297,11 +14591,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -14371,11 +14667,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -14445,11 +14743,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -14519,11 +14819,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -14593,11 +14895,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -14667,11 +14971,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -15021,11 +15327,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -15095,11 +15403,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -15169,11 +15479,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -15243,11 +15555,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -15317,11 +15631,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -15391,11 +15707,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -15465,11 +15783,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -15748,11 +16068,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -15822,11 +16144,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -15896,11 +16220,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -15970,11 +16296,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -16044,11 +16372,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -16118,11 +16448,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -16192,11 +16524,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -16266,11 +16600,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -16340,11 +16676,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -16414,11 +16752,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -16488,11 +16828,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -16868,11 +17210,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -16942,11 +17286,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -17016,11 +17362,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -17090,11 +17438,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -17164,11 +17514,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -17238,11 +17590,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -17312,11 +17666,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -17386,11 +17742,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -17661,11 +18019,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -17735,11 +18095,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -17809,11 +18171,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -17883,11 +18247,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -17957,11 +18323,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -18031,11 +18399,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -18105,11 +18475,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -18179,11 +18551,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -18253,11 +18627,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -18327,11 +18703,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -18401,11 +18779,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -18651,11 +19031,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -18725,11 +19107,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -18799,11 +19183,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -18873,11 +19259,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -18947,11 +19335,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -19021,11 +19411,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -19095,11 +19487,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -19169,11 +19563,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -19243,11 +19639,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -19403,11 +19801,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -19477,11 +19877,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -19551,11 +19953,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -19625,11 +20029,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -19699,11 +20105,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -19773,11 +20181,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -19891,11 +20301,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -19965,11 +20377,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -20039,11 +20453,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -20113,11 +20529,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -20187,11 +20605,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -20261,11 +20681,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -20335,11 +20757,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -20576,11 +21000,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -20650,11 +21076,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -20724,11 +21152,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -20798,11 +21228,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -20872,11 +21304,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -20946,11 +21380,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -21163,11 +21599,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -21237,11 +21675,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -21311,11 +21751,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -21385,11 +21827,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -21459,11 +21903,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]
@@ -21533,11 +21979,13 @@ export const routes: readonly RouteDefinition[] = [
                     "METHOD_NOT_ALLOWED",
                     "NOT_ACCEPTABLE",
                     "CONFLICT",
+                    "REQUEST_TIMEOUT",
                     "PRECONDITION_FAILED",
                     "PAYLOAD_TOO_LARGE",
                     "UNSUPPORTED_MEDIA_TYPE",
                     "IDEMPOTENCY_KEY_REUSED",
                     "RATE_LIMITED",
+                    "HEADERS_TOO_LARGE",
                     "INTERNAL",
                     "UNAVAILABLE"
                   ]

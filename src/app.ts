@@ -6,6 +6,7 @@ import { routes } from '../generated/routes.js';
 import { bootstrapIfEmpty, type BootstrapResult } from './bootstrap/first-start.js';
 import type { Config } from './config/config.js';
 import { ApiError } from './errors/registry.js';
+import { capConnectionsPerAddress, clientErrorHandler } from './http/connection-guard.js';
 import { RateLimiter, rateLimitHeaders } from './limits/rate-limit.js';
 import { KeyStore } from './oauth/keys/key-store.js';
 import { registerOAuth } from './oauth/routes.js';
@@ -16,7 +17,7 @@ import { AuditLog } from './audit/audit-log.js';
 import { logDestination } from './logging/log-destination.js';
 import { startMaintenance } from './maintenance/purge-expired.js';
 import { SubjectDirectory } from './pipeline/subject-directory.js';
-import { allowedMethodsFinder } from './rest/method-not-allowed.js';
+import { AllowedMethods } from './rest/method-not-allowed.js';
 import { registerRest } from './rest/plugin.js';
 import { representationTagger } from './rest/representation.js';
 import { sendRestError } from './rest/send-error.js';
@@ -48,12 +49,24 @@ function publishSchemaRoute(route: RouteDefinition): RouteDefinition {
   return { ...route, access: { ...route.access, public: true, scopes: [], permission: null } };
 }
 
-function setCommonHeaders(requestId: string, reply: FastifyReply): void {
-  reply.headers({ 'x-request-id': requestId, 'x-content-type-options': 'nosniff' });
+/**
+ * Headers on every answer, errors included: no MIME sniffing of JSON, and, when the server is reached over
+ * https, HSTS (RFC 6797) so that a browser never sends a token over plain http to it again.
+ */
+export function securityHeaders(issuer: string): Readonly<Record<string, string>> {
+  return {
+    'x-content-type-options': 'nosniff',
+    ...(issuer.startsWith('https://') ? { 'strict-transport-security': 'max-age=31536000; includeSubDomains' } : {}),
+  };
+}
+
+function setCommonHeaders(requestId: string, reply: FastifyReply, security: Readonly<Record<string, string>>): void {
+  reply.header('x-request-id', requestId).headers(security);
 }
 
 /** Wiring only: storage, token service, policy, the REST pipeline, the authorization server, health. */
 export async function buildApp(config: Config, options: BuildOptions = {}): Promise<App> {
+  const security = securityHeaders(config.issuer);
   const fastify = Fastify({
     logger: {
       level: config.logLevel,
@@ -62,6 +75,16 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       stream: logDestination(),
     },
     bodyLimit: config.http.bodyLimit,
+    // A request must arrive whole — line, headers and body — within REQUEST_TIMEOUT_SECONDS (408), its headers
+    // within at most 10 s of them; Node checks every second instead of every 30 s, so a slow body is cut
+    // off near its deadline.
+    requestTimeout: config.http.requestTimeoutSeconds * 1000,
+    http: {
+      headersTimeout: Math.min(10, config.http.requestTimeoutSeconds) * 1000,
+      requestTimeout: config.http.requestTimeoutSeconds * 1000,
+      connectionsCheckingInterval: 1000,
+    },
+    clientErrorHandler: clientErrorHandler(security),
     trustProxy: config.http.trustProxy,
     genReqId: () => randomUUID(),
     return503OnClosing: true,
@@ -70,7 +93,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     // URLs the router cannot even parse (bad percent-encoding, an over-long path segment) get the API's
     // error shape like every other refusal.
     frameworkErrors(error, request, reply) {
-      setCommonHeaders(request.id, reply as unknown as FastifyReply);
+      setCommonHeaders(request.id, reply as unknown as FastifyReply, security);
       const badUrl = error.code === 'FST_ERR_BAD_URL' || error.code === 'FST_ERR_MAX_PARAM_LENGTH';
       void sendRestError(
         reply as unknown as FastifyReply,
@@ -78,6 +101,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       );
     },
   });
+  if (!config.http.trustProxy && config.http.maxConnectionsPerAddress > 0) {
+    capConnectionsPerAddress(fastify.server, config.http.maxConnectionsPerAddress, security);
+  }
   for (const name of config.developmentDefaults) {
     fastify.log.warn(`${name} is not set: using a development-only default (refused when NODE_ENV=production)`);
   }
@@ -142,8 +168,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   };
 
   // Set when the request arrives, so every response carries them, errors included.
+  const allowedMethods = new AllowedMethods();
+  fastify.addHook('onRoute', (route) => allowedMethods.add(route.method, route.url));
   fastify.addHook('onRequest', (request, reply, done) => {
-    setCommonHeaders(request.id, reply);
+    setCommonHeaders(request.id, reply, security);
     done();
   });
 
@@ -171,12 +199,11 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     }
   });
 
-  const allowedMethods = allowedMethodsFinder(routes);
   fastify.setNotFoundHandler(async (request, reply) => {
     // Probing for paths counts against the caller's address like any anonymous request.
     const limit = await limiter.anonymous.consume(request.ip);
     reply.headers(rateLimitHeaders(limit));
-    const allow = allowedMethods(request.url.split('?', 1)[0]!);
+    const allow = allowedMethods.for(request.url.split('?', 1)[0]!);
     const error = !limit.allowed
       ? new ApiError('RATE_LIMITED', `Too many requests; retry in ${limit.resetSeconds} s.`, { headers: { 'retry-after': String(limit.resetSeconds) } })
       : allow.length > 0

@@ -1,12 +1,53 @@
 import sjson from 'secure-json-parse';
 import { ApiError } from '../errors/registry.js';
+import { SUPPORTED_VERSIONS, VENDOR_TYPE } from './versioning.js';
+
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
+
+/** `; name=value` parameters of a media type, names lower-cased, quotes removed. */
+function mediaTypeParameters(contentType: string): Map<string, string> {
+  const parameters = new Map<string, string>();
+  for (const part of contentType.split(';').slice(1)) {
+    const eq = part.indexOf('=');
+    if (eq === -1) continue;
+    const value = part.slice(eq + 1).trim();
+    parameters.set(part.slice(0, eq).trim().toLowerCase(), value.startsWith('"') && value.endsWith('"') ? value.slice(1, -1) : value);
+  }
+  return parameters;
+}
+
+/**
+ * What the body's Content-Type says beyond its type: JSON is UTF-8 (RFC 8259 §8.1), so another charset is
+ * a body this server would misread (415); the vendor type's `version`, when given, must be one this server
+ * speaks (415, as an unknown version in Accept is a 406).
+ */
+export function checkBodyMediaType(contentType: string | undefined): void {
+  if (contentType === undefined) return;
+  const parameters = mediaTypeParameters(contentType);
+  const charset = parameters.get('charset');
+  if (charset !== undefined && charset.toLowerCase() !== 'utf-8') {
+    throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `The request body must be UTF-8 JSON; charset=${charset} is not accepted.`);
+  }
+  const version = parameters.get('version');
+  if (version !== undefined && contentType.trim().toLowerCase().startsWith(VENDOR_TYPE) && !SUPPORTED_VERSIONS.has(version)) {
+    throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `API version ${version} is not available for request bodies; supported: ${[...SUPPORTED_VERSIONS].join(', ')}.`);
+  }
+}
 
 /**
  * The JSON body parser: like Fastify's, prototype-poisoning keys (`__proto__`, `constructor.prototype`) are
- * refused rather than stripped, and each failure says which of the two it was.
+ * refused rather than stripped, and each failure says which of the two it was. Bytes that are not UTF-8
+ * are refused too, rather than read as replacement characters that would then be stored.
  */
-export function parseJsonBody(_request: unknown, body: string | Buffer, done: (error: Error | null, value?: unknown) => void): void {
-  const text = typeof body === 'string' ? body : body.toString('utf8');
+export function parseJsonBody(request: { headers: Record<string, string | string[] | undefined> }, body: string | Buffer, done: (error: Error | null, value?: unknown) => void): void {
+  let text: string;
+  try {
+    checkBodyMediaType(request.headers['content-type'] as string | undefined);
+    text = typeof body === 'string' ? body : UTF8.decode(body);
+  } catch (error) {
+    done(error instanceof ApiError ? error : new ApiError('VALIDATION_FAILED', 'The body is not valid UTF-8.'));
+    return;
+  }
   if (text.length === 0) {
     done(new ApiError('VALIDATION_FAILED', 'The JSON body is empty.'));
     return;

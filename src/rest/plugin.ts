@@ -43,7 +43,7 @@ export async function registerRest(app: FastifyInstance, deps: RestDeps): Promis
     scope.setSerializerCompiler(serializerCompiler);
     // JSON only (and its vendor form); prototype-poisoning keys are refused, not stripped.
     scope.removeAllContentTypeParsers();
-    scope.addContentTypeParser(['application/json', VENDOR_TYPE], { parseAs: 'string' }, parseJsonBody);
+    scope.addContentTypeParser(['application/json', VENDOR_TYPE], { parseAs: 'buffer' }, parseJsonBody);
     scope.decorateRequest('exchange', null);
 
     scope.addHook('onRequest', (request, _reply, done) => {

@@ -1,0 +1,228 @@
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp, type TestApp } from '../helpers/app.js';
+
+// The edges of HTTP itself, on a real socket: what Node refuses before Fastify sees a request (slow bodies,
+// oversized headers, conflicting framing, too many connections) answers in the API's error shape too.
+
+interface RawResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+  /** Milliseconds from the first byte sent to the connection's end. */
+  elapsedMs: number;
+}
+
+function parse(raw: string, elapsedMs: number): RawResponse {
+  const split = raw.indexOf('\r\n\r\n');
+  const [statusLine, ...lines] = raw.slice(0, split).split('\r\n');
+  const headers: Record<string, string> = {};
+  for (const line of lines) {
+    const colon = line.indexOf(':');
+    headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+  }
+  return { status: Number(statusLine!.split(' ')[1]), headers, body: raw.slice(split + 4), elapsedMs };
+}
+
+/** Opens a connection, writes `chunks` (then waits, with the connection open), reads until the server closes it. */
+function exchange(port: number, chunks: (string | Buffer)[], timeoutMs = 8000): Promise<RawResponse> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1');
+    const started = Date.now();
+    let raw = '';
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`no answer within ${timeoutMs} ms; got ${JSON.stringify(raw)}`));
+    }, timeoutMs);
+    socket.on('data', (data) => (raw += data.toString('utf8')));
+    socket.on('error', () => {});
+    socket.on('close', () => {
+      clearTimeout(timer);
+      if (raw === '') reject(new Error('the connection closed without an answer'));
+      else resolve(parse(raw, Date.now() - started));
+    });
+    socket.on('connect', () => {
+      for (const chunk of chunks) socket.write(chunk);
+    });
+  });
+}
+
+function openIdle(port: number): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1', () => resolve(socket));
+    socket.on('error', reject);
+  });
+}
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+describe('HTTP edges on a real socket', () => {
+  let t: TestApp;
+  let port: number;
+
+  beforeAll(async () => {
+    t = await startTestApp('sqlite', { REQUEST_TIMEOUT_SECONDS: '1', MAX_CONNECTIONS_PER_ADDRESS: '4' });
+    await t.app.fastify.listen({ host: '127.0.0.1', port: 0 });
+    port = (t.app.fastify.server.address() as net.AddressInfo).port;
+  });
+  afterAll(() => t?.close());
+
+  it('answers a body that stops arriving with 408 REQUEST_TIMEOUT within the time limit, and closes', async () => {
+    // Authenticated and allowed, so the server is waiting for the body when it stops coming.
+    const token = await t.adminClientToken();
+    const res = await exchange(port, [
+      `POST /v1/posts HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"title":`,
+    ]);
+    expect({ status: res.status, type: res.headers['content-type'], nosniff: res.headers['x-content-type-options'], body: JSON.parse(res.body) }).toEqual({
+      status: 408,
+      type: JSON_TYPE,
+      nosniff: 'nosniff',
+      body: { error: { code: 'REQUEST_TIMEOUT', message: 'The request did not arrive whole in time.' } },
+    });
+    expect(res.headers.connection).toBe('close');
+    // REQUEST_TIMEOUT_SECONDS=1, checked every second: never the 60 s and more of Node's defaults.
+    expect(res.elapsedMs).toBeLessThan(4000);
+  });
+
+  it('answers headers that never finish with 408 as well', async () => {
+    const res = await exchange(port, ['GET /v1/rest HTTP/1.1\r\nHost: localhost\r\nX-Slow: a']);
+    expect(res.status).toBe(408);
+    expect(JSON.parse(res.body).error.code).toBe('REQUEST_TIMEOUT');
+  });
+
+  it('answers oversized headers with 431 HEADERS_TOO_LARGE in the API shape', async () => {
+    const res = await exchange(port, [`GET /v1/rest HTTP/1.1\r\nHost: localhost\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`]);
+    expect({ status: res.status, type: res.headers['content-type'], nosniff: res.headers['x-content-type-options'], body: JSON.parse(res.body) }).toEqual({
+      status: 431,
+      type: JSON_TYPE,
+      nosniff: 'nosniff',
+      body: { error: { code: 'HEADERS_TOO_LARGE', message: 'The request headers are too large.' } },
+    });
+  });
+
+  it('refuses Content-Length together with Transfer-Encoding (request smuggling) with 400 in the API shape', async () => {
+    const res = await exchange(port, [
+      'POST /v1/posts HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+    ]);
+    expect({ status: res.status, type: res.headers['content-type'], nosniff: res.headers['x-content-type-options'], body: JSON.parse(res.body) }).toEqual({
+      status: 400,
+      type: JSON_TYPE,
+      nosniff: 'nosniff',
+      body: { error: { code: 'VALIDATION_FAILED', message: 'The request is not valid HTTP/1.1.' } },
+    });
+  });
+
+  it('caps open connections per address: the one over the cap gets 429 and is closed; a freed slot is usable again', async () => {
+    const held = await Promise.all([openIdle(port), openIdle(port), openIdle(port), openIdle(port)]);
+    try {
+      const refused = await exchange(port, ['GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n']);
+      expect({ status: refused.status, retryAfter: refused.headers['retry-after'], body: JSON.parse(refused.body) }).toEqual({
+        status: 429,
+        retryAfter: '1',
+        body: { error: { code: 'RATE_LIMITED', message: 'Too many open connections from this address.' } },
+      });
+      const closed = new Promise((resolve) => held[0]!.once('close', resolve));
+      held[0]!.destroy();
+      await closed;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const served = await exchange(port, ['GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n']);
+      expect(served.status).toBe(200);
+    } finally {
+      for (const socket of held) socket.destroy();
+    }
+  });
+});
+
+describe('HTTP edges answered by the application', () => {
+  let t: TestApp;
+  let token: string;
+
+  beforeAll(async () => {
+    t = await startTestApp('sqlite', { ISSUER: 'https://api.example.com' });
+    token = await t.adminClientToken();
+  });
+  afterAll(() => t?.close());
+
+  const post = (contentType: string, payload: string | Buffer) =>
+    t.app.fastify.inject({ method: 'POST', url: '/v1/posts', headers: { authorization: `Bearer ${token}`, 'content-type': contentType }, payload });
+
+  async function postCount(): Promise<number> {
+    const row = await t.database.db.kysely.selectFrom('posts').select((eb) => eb.fn.countAll<string | number>().as('n')).executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
+  it('answers GET /oauth/token with 405 and Allow: POST, in the API shape', async () => {
+    const res = await t.app.fastify.inject({ method: 'GET', url: '/oauth/token' });
+    expect({ status: res.statusCode, allow: res.headers.allow, type: res.headers['content-type'], body: res.json() }).toEqual({
+      status: 405,
+      allow: 'POST',
+      type: JSON_TYPE,
+      body: { error: { code: 'METHOD_NOT_ALLOWED', message: 'GET is not allowed here; use POST.' } },
+    });
+    const jwks = await t.app.fastify.inject({ method: 'DELETE', url: '/.well-known/jwks.json' });
+    expect({ status: jwks.statusCode, allow: jwks.headers.allow }).toEqual({ status: 405, allow: 'GET, HEAD' });
+  });
+
+  it('refuses a JSON body declared in another charset with 415, creating nothing', async () => {
+    const res = await post('application/json; charset=iso-8859-1', JSON.stringify({ title: 'caf\u00e9', body: 'x' }));
+    expect({ status: res.statusCode, body: res.json() }).toEqual({
+      status: 415,
+      body: { error: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'The request body must be UTF-8 JSON; charset=iso-8859-1 is not accepted.' } },
+    });
+    expect(await postCount()).toBe(0);
+    const utf8 = await post('application/json; charset="UTF-8"', JSON.stringify({ title: 'caf\u00e9', body: 'x' }));
+    expect(utf8.statusCode, utf8.body).toBe(201);
+  });
+
+  it('refuses a body in the vendor media type with an unknown version with 415, as Accept gets 406', async () => {
+    const before = await postCount();
+    const res = await post('application/vnd.portcullis+json; version=2', JSON.stringify({ title: 't', body: 'x' }));
+    expect({ status: res.statusCode, body: res.json() }).toEqual({
+      status: 415,
+      body: { error: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'API version 2 is not available for request bodies; supported: 1.' } },
+    });
+    expect(await postCount()).toBe(before);
+    expect((await post('application/vnd.portcullis+json; version=1', JSON.stringify({ title: 't', body: 'x' }))).statusCode).toBe(201);
+  });
+
+  it('refuses a JSON body that is not valid UTF-8 with 400 instead of storing replacement characters', async () => {
+    const before = await postCount();
+    const bytes = Buffer.concat([Buffer.from('{"title":"caf'), Buffer.from([0xe9]), Buffer.from('","body":"x"}')]);
+    const res = await post('application/json', bytes);
+    expect({ status: res.statusCode, body: res.json() }).toEqual({
+      status: 400,
+      body: { error: { code: 'VALIDATION_FAILED', message: 'The body is not valid UTF-8.' } },
+    });
+    expect(await postCount()).toBe(before);
+  });
+
+  it('sends nosniff and, with an https ISSUER, HSTS on every answer: API, errors, OAuth, health', async () => {
+    const answers = await Promise.all([
+      t.app.fastify.inject({ url: '/v1/rest' }),
+      t.app.fastify.inject({ url: '/v1/nothing' }),
+      t.app.fastify.inject({ url: '/v1/posts', headers: { authorization: 'Bearer forged.x.y' } }),
+      t.app.fastify.inject({ method: 'POST', url: '/oauth/token', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'grant_type=password' }),
+      t.app.fastify.inject({ url: '/.well-known/oauth-authorization-server' }),
+      t.app.fastify.inject({ url: '/healthz' }),
+      t.app.fastify.inject({ url: '/v1/%E0%A4%A' }),
+    ]);
+    for (const res of answers) {
+      expect({ status: res.statusCode, nosniff: res.headers['x-content-type-options'], hsts: res.headers['strict-transport-security'] }).toEqual({
+        status: res.statusCode,
+        nosniff: 'nosniff',
+        hsts: 'max-age=31536000; includeSubDomains',
+      });
+    }
+  });
+
+  it('sends no HSTS when the issuer is plain http (a development server)', async () => {
+    const local = await startTestApp('sqlite');
+    try {
+      const res = await local.app.fastify.inject({ url: '/v1/rest' });
+      expect(res.headers['x-content-type-options']).toBe('nosniff');
+      expect(res.headers['strict-transport-security']).toBeUndefined();
+    } finally {
+      await local.close();
+    }
+  });
+});
