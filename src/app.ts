@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import fs from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { policy } from '../generated/policy.js';
@@ -15,6 +15,7 @@ import { TokenService } from './oauth/tokens/token-service.js';
 import type { OperationDeps } from './operations/types.js';
 import { AuditLog } from './audit/audit-log.js';
 import { logDestination } from './logging/log-destination.js';
+import { redactUrl } from './logging/redact-url.js';
 import { startMaintenance } from './maintenance/purge-expired.js';
 import { SubjectDirectory } from './pipeline/subject-directory.js';
 import { AllowedMethods } from './rest/method-not-allowed.js';
@@ -72,6 +73,16 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       level: config.logLevel,
       // Secrets never reach the log: no Authorization header, cookies or bodies are logged.
       redact: ['req.headers.authorization', 'req.headers.cookie', 'res.headers["set-cookie"]'],
+      serializers: {
+        // Fastify's request fields, with credential-like query parameters masked in the URL.
+        req: (request: FastifyRequest) => ({
+          method: request.method,
+          url: redactUrl(request.url),
+          host: request.host,
+          remoteAddress: request.ip,
+          remotePort: request.socket?.remotePort,
+        }),
+      },
       stream: logDestination(),
     },
     bodyLimit: config.http.bodyLimit,

@@ -84,7 +84,7 @@ function expectedOutcome(
 describe.each(DATABASE_KINDS)('authorization matrix on %s', (kind) => {
   let t: TestApp;
   beforeAll(async () => {
-    t = await startTestApp(kind, { RATE_LIMIT_MAX: '1000000' });
+    t = await startTestApp(kind, { RATE_LIMIT_MAX: '1000000', RATE_LIMIT_ADDRESS_MAX: '1000000' });
   });
   afterAll(async () => {
     await t?.close();

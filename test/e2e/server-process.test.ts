@@ -70,7 +70,7 @@ describe('server process', () => {
   });
 
   it('drains in-flight requests on SIGTERM, exits 0 and loses no audit event', async () => {
-    const server = await startServer({ LOG_LEVEL: 'warn', RATE_LIMIT_ANONYMOUS_MAX: '100000' });
+    const server = await startServer({ LOG_LEVEL: 'warn', RATE_LIMIT_ANONYMOUS_MAX: '100000', RATE_LIMIT_ADDRESS_MAX: '100000' });
     await waitUntilLive(server);
     const requests = Array.from({ length: 40 }, () =>
       fetch(`${server.base}/v1/rest`).then(

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { auditableClientId, type AuditDecision } from '../../audit/audit-event.js';
+import { auditableClientId, unregisteredClientId, type AuditDecision } from '../../audit/audit-event.js';
+import { findClientByClientId } from '../../storage/clients.js';
 import { NO_STORE_HEADERS } from '../../errors/oauth-renderer.js';
 import type { ClientRecord } from '../../storage/clients.js';
 import type { Db } from '../../storage/dialect.js';
@@ -53,7 +54,9 @@ export function registerTokenEndpoint(scope: FastifyInstance, deps: TokenEndpoin
       authenticated = await authenticateClient(deps.db.kysely, credentials);
     } catch (error) {
       if (error instanceof OAuthError && error.error === 'invalid_client') {
-        const clientId = auditableClientId(presentedClientId(credentials));
+        const presented = presentedClientId(credentials);
+        const registered = presented !== null && (await findClientByClientId(deps.db.kysely, presented)) !== null;
+        const clientId = registered ? auditableClientId(presented) : unregisteredClientId(presented);
         decided({ subject: null, clientId, resourceType: null, resourceId: null, decision: 'deny', reason: 'authentication' });
       }
       throw error;

@@ -1,0 +1,55 @@
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { redactUrl } from '../../src/logging/redact-url.js';
+import { startServer, waitUntilLive } from '../helpers/server-process.js';
+
+// Credentials sent where they do not belong are refused — and must not survive in the log or the audit
+// table either, where more people read them than the database.
+
+describe('credentials in logs and audit records', () => {
+  it('masks credential-like query parameters, whatever their case or encoding, and nothing else', () => {
+    expect(redactUrl('/v1/posts?limit=5&access_token=abc&Client_Secret=s3&ACCESS%5FTOKEN=x&code=c&status=draft')).toBe(
+      '/v1/posts?limit=5&access_token=[REDACTED]&Client_Secret=[REDACTED]&ACCESS%5FTOKEN=[REDACTED]&code=[REDACTED]&status=draft',
+    );
+    expect(redactUrl('/v1/posts')).toBe('/v1/posts');
+    expect(redactUrl('/v1/posts?password')).toBe('/v1/posts?password=[REDACTED]');
+  });
+
+  it('a server process logs neither a token or secret in the URL nor a secret sent as a Basic client_id', async () => {
+    const server = await startServer({ LOG_LEVEL: 'info' });
+    await waitUntilLive(server);
+    const leaks = ['LEAKED-ACCESS-TOKEN-0123456789', 'LEAKED-CLIENT-SECRET-0123456789', 'LEAKED-PASSWORD-0123456789', 'SWAPPED-SECRET-0123456789abcdef'];
+
+    const inUrl = await fetch(`${server.base}/v1/posts?access_token=${leaks[0]}`);
+    expect(inUrl.status).toBe(400);
+    const inQuery = await fetch(`${server.base}/v1/rest?client_secret=${leaks[1]}&Password=${leaks[2]}`);
+    expect(inQuery.status).toBe(400);
+    // Secret and client_id swapped: the "client_id" the server is shown is the secret.
+    const swapped = await fetch(`${server.base}/oauth/token`, {
+      method: 'POST',
+      headers: {
+        authorization: `Basic ${Buffer.from(`${leaks[3]}:portcullis-admin`).toString('base64')}`,
+        'content-type': 'application/x-www-form-urlencoded',
+      },
+      body: 'grant_type=client_credentials',
+    });
+    expect(swapped.status).toBe(401);
+
+    // The audit batch is written within 250 ms, the log asynchronously; SIGTERM flushes both.
+    server.child.kill('SIGTERM');
+    expect(await server.exited).toBe(0);
+    const log = server.output();
+    for (const leak of leaks) expect(log).not.toContain(leak);
+    expect(log).toContain('access_token=[REDACTED]');
+    expect(log).toContain('client_secret=[REDACTED]&Password=[REDACTED]');
+
+    const db = new Database(path.join(server.dataDir, 'portcullis.db'), { readonly: true });
+    const rows = db.prepare("select * from audit_events where interface = 'oauth'").all() as Record<string, unknown>[];
+    db.close();
+    expect(JSON.stringify(rows)).not.toContain(leaks[3]);
+    expect(rows.map((row) => ({ clientId: row.client_id, decision: row.decision, reason: row.reason }))).toEqual([
+      { clientId: expect.stringMatching(/^unregistered-[0-9a-f]{16}$/), decision: 'deny', reason: 'authentication' },
+    ]);
+  });
+});
