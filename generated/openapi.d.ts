@@ -641,6 +641,17 @@ export interface components {
              * @enum {string}
              */
             reason: "public" | "authenticated" | "granted" | "resource" | "authentication" | "scope" | "role" | "grant";
+            /**
+             * Format: int64
+             * @description For an aggregated event, the number of decisions it stands for: refused credentials (`deny`, `authentication`) are counted per source address and written as one event per window. Null for an event that is one decision.
+             */
+            count: number | null;
+            /** @description The address an aggregated event's requests came from; null for one decision, and for the refusals counted once more addresses than the server tells apart had been seen in the window. */
+            sourceAddress: string | null;
+            /** @description The first decision an aggregated event counts; null for one decision. */
+            firstSeen: components["schemas"]["Timestamp"] | null;
+            /** @description The last decision an aggregated event counts; null for one decision. */
+            lastSeen: components["schemas"]["Timestamp"] | null;
             /** @description SHA-256 over this event and the previous event's hash (hex). */
             hash: string;
         };

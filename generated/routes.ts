@@ -14352,6 +14352,10 @@ export const routes: readonly RouteDefinition[] = [
                   "resourceId",
                   "decision",
                   "reason",
+                  "count",
+                  "sourceAddress",
+                  "firstSeen",
+                  "lastSeen",
                   "hash"
                 ],
                 "properties": {
@@ -14448,6 +14452,53 @@ export const routes: readonly RouteDefinition[] = [
                       "role",
                       "grant"
                     ]
+                  },
+                  "count": {
+                    "type": [
+                      "integer",
+                      "null"
+                    ],
+                    "format": "int64",
+                    "minimum": 1,
+                    "maximum": 9007199254740991,
+                    "description": "For an aggregated event, the number of decisions it stands for: refused credentials (`deny`, `authentication`) are counted per source address and written as one event per window. Null for an event that is one decision."
+                  },
+                  "sourceAddress": {
+                    "type": [
+                      "string",
+                      "null"
+                    ],
+                    "description": "The address an aggregated event's requests came from; null for one decision, and for the refusals counted once more addresses than the server tells apart had been seen in the window.",
+                    "maxLength": 64,
+                    "pattern": "^[0-9A-Fa-f.:]+$"
+                  },
+                  "firstSeen": {
+                    "oneOf": [
+                      {
+                        "type": "string",
+                        "description": "An instant in RFC 3339 format, in UTC.",
+                        "format": "date-time",
+                        "maxLength": 35
+                      },
+                      {
+                        "type": "null"
+                      }
+                    ],
+                    "description": "The first decision an aggregated event counts; null for one decision."
+                  },
+                  "lastSeen": {
+                    "oneOf": [
+                      {
+                        "type": "string",
+                        "description": "An instant in RFC 3339 format, in UTC.",
+                        "format": "date-time",
+                        "maxLength": 35
+                      },
+                      {
+                        "type": "null"
+                      }
+                    ],
+                    "description": "The last decision an aggregated event counts; null for one decision."
                   },
                   "hash": {
                     "type": "string",

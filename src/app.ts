@@ -159,7 +159,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     { onError: (error) => fastify.log.error({ err: error }, 'invalidations.read_failed') },
   );
   await invalidations.start();
-  const audit = new AuditLog(db, fastify.log);
+  const audit = new AuditLog(db, fastify.log, { failureWindowMs: config.audit.failureWindowSeconds * 1000 });
   const maintenance = startMaintenance(db, fastify.log);
   const limiter = new RateLimiter(config.rateLimit);
 

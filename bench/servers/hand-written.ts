@@ -77,6 +77,10 @@ app.addHook('onResponse', (request, _reply, done) => {
     resourceId: (request.params as { postId: string }).postId,
     decision: 'allow',
     reason: 'resource',
+    count: null,
+    sourceAddress: null,
+    firstSeen: null,
+    lastSeen: null,
   });
   if (pending.length >= 200) flush();
   done();

@@ -17,10 +17,20 @@ export interface AuditDecision {
   decision: Contract['decision'];
   /** Which check decided: public, authenticated, granted, resource; authentication, scope, role, grant. */
   reason: Contract['reason'];
+  /** The caller's address; kept only on aggregated events (a refused credential is counted per address). */
+  sourceAddress?: string | null;
+}
+
+/** How many decisions one aggregated event stands for, from where, and over which time (else all null). */
+export interface AuditAggregate {
+  count: number | null;
+  sourceAddress: string | null;
+  firstSeen: string | null;
+  lastSeen: string | null;
 }
 
 /** A decision with its event id and time, waiting to be appended to the chain. */
-export interface AuditEvent extends AuditDecision {
+export interface AuditEvent extends Omit<AuditDecision, 'sourceAddress'>, AuditAggregate {
   id: string;
   time: string;
 }

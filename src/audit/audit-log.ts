@@ -1,6 +1,7 @@
 import type { Db } from '../storage/dialect.js';
 import { isoTime, newId } from '../storage/ids.js';
 import { appendAuditEvents } from './append-events.js';
+import { AuthFailureAggregator } from './auth-failures.js';
 import type { AuditDecision, AuditEvent } from './audit-event.js';
 
 export type { AuditDecision } from './audit-event.js';
@@ -12,24 +13,46 @@ export interface AuditLogger {
 
 const MAX_PENDING = 10_000;
 
+export interface AuditLogOptions {
+  maxBatch: number;
+  flushMs: number;
+  /** Refused credentials are counted per address for this long, then written as one event per address. */
+  failureWindowMs: number;
+}
+
 /**
  * Every authorization decision, allow and deny, is recorded (seed, Authorization rule 8): as a structured
- * log line at once, and in the `audit_events` hash chain in batches off the request path. `close()`
- * flushes what is pending, so a graceful shutdown loses none.
+ * log line at once, and in the `audit_events` hash chain in batches off the request path. Refused
+ * credentials are the exception that keeps the log bounded: they are counted per address and window
+ * (auth-failures.ts) and written as one aggregated event at the window's end. `close()` writes the open
+ * window and flushes what is pending, so a graceful shutdown loses none.
  */
 export class AuditLog {
   #pending: AuditEvent[] = [];
   #timer: NodeJS.Timeout | null = null;
   #flushing: Promise<void> = Promise.resolve();
+  readonly #failures = new AuthFailureAggregator();
+  #failureWindow: NodeJS.Timeout | null = null;
+  readonly options: AuditLogOptions;
 
   constructor(
     private readonly db: Db,
     private readonly logger: AuditLogger,
-    private readonly options = { maxBatch: 200, flushMs: 250 },
-  ) {}
+    options: Partial<AuditLogOptions> = {},
+  ) {
+    this.options = { maxBatch: 200, flushMs: 250, failureWindowMs: 60_000, ...options };
+  }
 
   record(decision: AuditDecision): void {
     const now = Date.now();
+    if (decision.decision === 'deny' && decision.reason === 'authentication') {
+      this.#failures.add(decision, now);
+      if (!this.#failureWindow) {
+        this.#failureWindow = setTimeout(() => this.#closeFailureWindow(), this.options.failureWindowMs);
+        this.#failureWindow.unref();
+      }
+      return;
+    }
     // One object of one shape per event: this runs on every request.
     const event: AuditEvent = {
       id: newId(now),
@@ -43,11 +66,26 @@ export class AuditLog {
       resourceId: decision.resourceId,
       decision: decision.decision,
       reason: decision.reason,
+      count: null,
+      sourceAddress: null,
+      firstSeen: null,
+      lastSeen: null,
     };
+    this.#append(event);
+  }
+
+  #append(event: AuditEvent): void {
     this.logger.info({ audit: event }, 'access.decided');
     this.#pending.push(event);
     if (this.#pending.length >= this.options.maxBatch) void this.flush();
     else this.#timer ??= setTimeout(() => void this.flush(), this.options.flushMs);
+  }
+
+  /** The window's refused credentials become one event per address (and interface and operation). */
+  #closeFailureWindow(): void {
+    if (this.#failureWindow) clearTimeout(this.#failureWindow);
+    this.#failureWindow = null;
+    for (const event of this.#failures.drain()) this.#append(event);
   }
 
   flush(): Promise<void> {
@@ -76,6 +114,7 @@ export class AuditLog {
   }
 
   async close(): Promise<void> {
+    this.#closeFailureWindow();
     await this.flush();
     if (this.#pending.length > 0) await this.flush();
     if (this.#timer) clearTimeout(this.#timer);

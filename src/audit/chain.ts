@@ -12,7 +12,7 @@ export const GENESIS_HASH = '0'.repeat(64);
  * reordering any stored event breaks every link after it (`npm run cli -- audit verify` finds the first).
  */
 export function chainHash(prevHash: string, event: ChainedFields): string {
-  const canonical = JSON.stringify([
+  const fields: unknown[] = [
     prevHash,
     event.id,
     event.time,
@@ -25,6 +25,9 @@ export function chainHash(prevHash: string, event: ChainedFields): string {
     event.resourceId,
     event.decision,
     event.reason,
-  ]);
-  return hash('sha256', canonical, 'hex');
+  ];
+  // Aggregated events cover their count, address and times too; a single decision hashes as it always has,
+  // so events written before aggregation existed still verify.
+  if (event.count !== null) fields.push(event.count, event.sourceAddress, event.firstSeen, event.lastSeen);
+  return hash('sha256', JSON.stringify(fields), 'hex');
 }

@@ -35,6 +35,12 @@ export interface Config {
     readonly anonymousMax: number;
     readonly addressMax: number;
   };
+  readonly audit: {
+    /** Refused credentials are counted per address over this many seconds, then written as one event. */
+    readonly failureWindowSeconds: number;
+    /** How often a running server signs a checkpoint of the audit chain (when events were added). */
+    readonly checkpointSeconds: number;
+  };
   readonly bootstrap: {
     readonly adminEmail: string | null;
     readonly adminPassword: string | null;
@@ -163,6 +169,10 @@ export function loadConfig(env: Env = process.env): Config {
       windowSeconds: readInt(env, 'RATE_LIMIT_WINDOW', 60, 1, 86400, problems),
       anonymousMax: readInt(env, 'RATE_LIMIT_ANONYMOUS_MAX', 120, 1, 1_000_000, problems),
       addressMax: readInt(env, 'RATE_LIMIT_ADDRESS_MAX', 300, 1, 1_000_000, problems),
+    },
+    audit: {
+      failureWindowSeconds: readInt(env, 'AUDIT_FAILURE_WINDOW', 60, 1, 3600, problems),
+      checkpointSeconds: readInt(env, 'AUDIT_CHECKPOINT_INTERVAL', 300, 1, 86400, problems),
     },
     bootstrap: {
       adminEmail: readString(env, 'BOOTSTRAP_ADMIN_EMAIL'),

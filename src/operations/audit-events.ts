@@ -5,7 +5,8 @@ import type { Handler } from './types.js';
 import type { AuditEventView } from './views.js';
 
 const COLUMNS = [
-  'id', 'time', 'requestId', 'subject', 'clientId', 'interface', 'operation', 'resourceType', 'resourceId', 'decision', 'reason', 'hash',
+  'id', 'time', 'requestId', 'subject', 'clientId', 'interface', 'operation', 'resourceType', 'resourceId', 'decision', 'reason',
+  'count', 'sourceAddress', 'firstSeen', 'lastSeen', 'hash',
 ] as const;
 
 /** Stored times are ISO-8601 UTC with milliseconds; any RFC 3339 input is brought to that form to compare. */

@@ -17,5 +17,6 @@ export function recordDecision(ex: Exchange, audit: AuditLog): void {
     resourceId: auditableResourceId(target ? ex.params[target.param] : undefined),
     decision: ex.decision.decision,
     reason: ex.decision.reason,
+    sourceAddress: ex.ip,
   });
 }

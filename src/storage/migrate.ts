@@ -5,6 +5,7 @@ import { idempotencyKeys } from './migrations/002-idempotency-keys.js';
 import { auditChain } from './migrations/003-audit-chain.js';
 import { emailCaseInsensitive } from './migrations/004-email-case-insensitive.js';
 import { tokenBindingAndInvalidations } from './migrations/005-token-binding-and-invalidations.js';
+import { auditAggregatesAndCheckpoints } from './migrations/006-audit-aggregates-checkpoints.js';
 
 /** The ordered migration set. Names sort in application order; never rename or edit a shipped one. */
 function migrationsFor(db: Db): Record<string, Migration> {
@@ -14,6 +15,7 @@ function migrationsFor(db: Db): Record<string, Migration> {
     '003-audit-chain': auditChain(db.dialect),
     '004-email-case-insensitive': emailCaseInsensitive,
     '005-token-binding-and-invalidations': tokenBindingAndInvalidations(db.dialect),
+    '006-audit-aggregates-checkpoints': auditAggregatesAndCheckpoints(db.dialect),
   };
 }
 

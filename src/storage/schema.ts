@@ -104,6 +104,40 @@ export interface AuditEventsTable {
   /** Hash of the previous event (chain.ts); null only for rows written before the chain existed. */
   prevHash: string | null;
   hash: string | null;
+  /** Aggregated events only (audit/auth-failures.ts): how many decisions, from where, over which time. */
+  count: number | null;
+  sourceAddress: string | null;
+  firstSeen: string | null;
+  lastSeen: string | null;
+}
+
+export interface AuditKeysTable {
+  kid: string;
+  publicJwk: string;
+  privateJwkEncrypted: string;
+  createdAt: string;
+}
+
+/** A signed statement of the chain's head; numbered from 1 without gaps. */
+export interface AuditCheckpointsTable {
+  number: number;
+  headSeq: number;
+  headHash: string;
+  /** Events from the first ever to the head, archived ones included. */
+  eventCount: number;
+  time: string;
+  keyFingerprint: string;
+  /** The signed checkpoint (compact JWS over the fields above). */
+  jws: string;
+}
+
+/** Events up to `upToSeq` were exported and removed; the chain now continues from `lastHash`. */
+export interface AuditArchivesTable {
+  upToSeq: number;
+  lastHash: string;
+  eventCount: number;
+  checkpointNumber: number;
+  archivedAt: string;
 }
 
 export interface IdempotencyKeysTable {
@@ -129,4 +163,7 @@ export interface Database {
   auditEvents: AuditEventsTable;
   idempotencyKeys: IdempotencyKeysTable;
   invalidations: InvalidationsTable;
+  auditKeys: AuditKeysTable;
+  auditCheckpoints: AuditCheckpointsTable;
+  auditArchives: AuditArchivesTable;
 }

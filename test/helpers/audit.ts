@@ -25,6 +25,6 @@ export async function liftAppendOnly(db: Kysely<any>, kind: 'sqlite' | 'postgres
   if (kind === 'postgres') await sql`alter table audit_events disable trigger user`.execute(db);
   else {
     await sql`drop trigger audit_events_no_update`.execute(db);
-    await sql`drop trigger audit_events_no_delete`.execute(db);
+    await sql`drop trigger audit_events_archive_only`.execute(db);
   }
 }

@@ -47,7 +47,7 @@ export function registerTokenEndpoint(scope: FastifyInstance, deps: TokenEndpoin
     // Malformed requests end above without a decision; from here on each request is allowed or refused, and
     // the audit log records which (seed, Authorization rule 8), never with a secret or the token itself.
     const decided = (decision: Omit<AuditDecision, 'requestId' | 'interface' | 'operation'>) =>
-      deps.audit.record({ requestId: request.id, interface: 'oauth', operation: 'token', ...decision });
+      deps.audit.record({ requestId: request.id, interface: 'oauth', operation: 'token', sourceAddress: request.ip, ...decision });
     const credentials = { authorization: request.headers.authorization, params };
     let authenticated: AuthenticatedClient;
     try {
