@@ -14,6 +14,8 @@ import { InvalidationFeed } from './oauth/tokens/invalidation-feed.js';
 import { TokenService } from './oauth/tokens/token-service.js';
 import type { OperationDeps } from './operations/types.js';
 import { AuditLog } from './audit/audit-log.js';
+import { startCheckpointer } from './audit/checkpointer.js';
+import { auditSigningKey } from './audit/checkpoints.js';
 import { logDestination } from './logging/log-destination.js';
 import { redactUrl } from './logging/redact-url.js';
 import { startMaintenance } from './maintenance/purge-expired.js';
@@ -161,6 +163,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await invalidations.start();
   const audit = new AuditLog(db, fastify.log, { failureWindowMs: config.audit.failureWindowSeconds * 1000 });
   const maintenance = startMaintenance(db, fastify.log);
+  const auditKey = await auditSigningKey(db.kysely, config.keyEncryptionSecret);
+  const checkpointer = startCheckpointer(db.kysely, auditKey, audit, fastify.log, config.audit.checkpointSeconds * 1000);
   const limiter = new RateLimiter(config.rateLimit);
 
   const published = JSON.parse(fs.readFileSync(PUBLISHED_SPEC, 'utf8')) as Record<string, unknown>;
@@ -240,6 +244,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       await invalidations.stop();
       await maintenance.stop();
       await audit.close();
+      await checkpointer.stop();
       if (!options.db) await db.close();
     },
   };

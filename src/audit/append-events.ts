@@ -28,7 +28,10 @@ export async function appendAuditEvents(db: Db, batch: readonly AuditEvent[]): P
   }
 }
 
-const LAST_HASH_SQL = 'select hash from audit_events order by seq desc limit 1';
+// The newest event's hash; when every event was archived, the hash the archive ended with.
+const LAST_HASH_SQL = `select coalesce(
+  (select hash from audit_events order by seq desc limit 1),
+  (select last_hash from audit_archives order by up_to_seq desc limit 1)) as hash`;
 const INSERT_SQL = `insert into audit_events (id, time, request_id, subject, client_id, interface, operation, resource_type, resource_id, decision, reason, prev_hash, hash,
   count, source_address, first_seen, last_seen)
   values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
@@ -38,7 +41,7 @@ export function appendOnSqlite(handle: SqliteHandle, batch: readonly AuditEvent[
   const last = handle.prepare(LAST_HASH_SQL);
   const insert = handle.prepare(INSERT_SQL);
   handle.immediateTransaction(() => {
-    let prevHash = (last.get() as { hash: string } | undefined)?.hash ?? GENESIS_HASH;
+    let prevHash = (last.get() as { hash: string | null } | undefined)?.hash ?? GENESIS_HASH;
     for (const e of batch) {
       const hash = chainHash(prevHash, e);
       insert.run(e.id, e.time, e.requestId, e.subject, e.clientId, e.interface, e.operation, e.resourceType, e.resourceId, e.decision, e.reason, prevHash, hash,
@@ -55,8 +58,8 @@ const inserts = new WeakMap<Kysely<Database>, Map<number, CompiledQuery>>();
 async function appendOnPostgres(kysely: Kysely<Database>, batch: readonly AuditEvent[]): Promise<void> {
   await kysely.transaction().execute(async (trx) => {
     await sql`select pg_advisory_xact_lock(${CHAIN_LOCK})`.execute(trx);
-    const last = await trx.selectFrom('auditEvents').select('hash').orderBy('seq', 'desc').limit(1).executeTakeFirst();
-    let prevHash = last?.hash ?? GENESIS_HASH;
+    const { rows } = await sql<{ hash: string | null }>`${sql.raw(LAST_HASH_SQL)}`.execute(trx);
+    let prevHash = rows[0]?.hash ?? GENESIS_HASH;
     const parameters: unknown[] = [];
     for (const event of batch) {
       const hash = chainHash(prevHash, event);

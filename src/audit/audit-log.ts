@@ -45,7 +45,9 @@ export class AuditLog {
 
   record(decision: AuditDecision): void {
     const now = Date.now();
-    if (decision.decision === 'deny' && decision.reason === 'authentication') {
+    // Only callers nobody has authenticated are aggregated: an authenticated caller's refusals stay one
+    // event each, and its budget is its client's.
+    if (decision.decision === 'deny' && decision.reason === 'authentication' && decision.subject === null) {
       this.#failures.add(decision, now);
       if (!this.#failureWindow) {
         this.#failureWindow = setTimeout(() => this.#closeFailureWindow(), this.options.failureWindowMs);

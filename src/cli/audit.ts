@@ -1,28 +1,84 @@
+import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { archiveAuditEvents } from '../audit/archive.js';
+import { auditSigningKey, writeCheckpoint } from '../audit/checkpoints.js';
 import { verifyAuditChain } from '../audit/verify-chain.js';
-import { EXIT_FAILURE, EXIT_OK } from './cli-errors.js';
+import { EXIT_FAILURE, EXIT_OK, UsageError } from './cli-errors.js';
 import { JSON_OPTION, type Command, type CommandContext, type CommandGroup } from './command.js';
 import { parseInteger } from './option-values.js';
-import { writeJson, writeLine } from './output.js';
-
-const PROBLEMS = {
-  hash: 'its fields no longer produce its hash (the event was changed)',
-  link: "its prev_hash is not the previous event's hash (an event before it was removed or reordered)",
-} as const;
+import { formatCount, writeJson, writeLine } from './output.js';
 
 const verifyAuditCommand: Command = {
   name: 'verify',
-  summary: 'Check the audit hash chain; names the first broken link',
-  options: { json: JSON_OPTION },
+  summary: 'Check the audit hash chain against its signed checkpoints; names the first problem',
+  options: {
+    checkpoint: { type: 'string', value: 'FILE', description: 'a checkpoint kept elsewhere (as `audit checkpoint` printed it)' },
+    'key-fingerprint': { type: 'string', value: 'F', description: 'the audit key fingerprint you recorded; any other signer fails' },
+    json: JSON_OPTION,
+  },
   async run({ options }, { db }) {
-    const report = await verifyAuditChain(db.kysely);
+    const report = await verifyAuditChain(db.kysely, {
+      ...(options.checkpoint !== undefined ? { checkpoint: readCheckpointFile(String(options.checkpoint)) } : {}),
+      ...(options['key-fingerprint'] !== undefined ? { keyFingerprint: String(options['key-fingerprint']) } : {}),
+    });
     if (options.json) writeJson(report);
-    else if (report.ok) writeLine(`ok: ${report.events} events`);
-    else {
+    else if (report.ok) {
+      const keys = report.keyFingerprints.length > 0 ? ` signed by ${report.keyFingerprints.join(', ')}` : '';
+      writeLine(`ok: ${report.events} events, ${formatCount(report.checkpoints, 'checkpoint')}${keys}; ${report.uncovered} after the newest checkpoint`);
+    } else {
       const { seq, id, problem } = report.brokenAt;
-      writeLine(`broken: seq ${seq}, id ${id}, problem ${problem}: ${PROBLEMS[problem]}`);
+      const where = seq === null ? '' : `seq ${seq}${id === null ? '' : `, id ${id}`}, `;
+      writeLine(`broken: ${where}problem ${problem}: ${report.detail}`);
     }
     return report.ok ? EXIT_OK : EXIT_FAILURE;
+  },
+};
+
+/** The file `audit checkpoint` wrote: its JSON, or the bare compact JWS. */
+function readCheckpointFile(file: string): string {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8').trim();
+  } catch (error) {
+    throw new UsageError(`cannot read --checkpoint ${file}: ${(error as NodeJS.ErrnoException).code ?? 'error'}`);
+  }
+  if (!text.startsWith('{')) return text;
+  const parsed = JSON.parse(text) as { jws?: unknown };
+  if (typeof parsed.jws !== 'string') throw new UsageError(`--checkpoint ${file} holds no "jws"`);
+  return parsed.jws;
+}
+
+const checkpointAuditCommand: Command = {
+  name: 'checkpoint',
+  summary: 'Sign a checkpoint of the audit chain now and print it (JSON), to keep outside the database',
+  options: {},
+  async run(_input, { db, config }) {
+    const key = await auditSigningKey(db.kysely, config.keyEncryptionSecret);
+    const checkpoint = await writeCheckpoint(db.kysely, key);
+    if (!checkpoint) throw new Error('the audit log has no events yet: there is nothing to vouch for');
+    writeJson(checkpoint);
+    return EXIT_OK;
+  },
+};
+
+const archiveAuditCommand: Command = {
+  name: 'archive',
+  summary: 'Export events older than a date (and covered by a signed checkpoint) to a file, then remove them',
+  options: {
+    before: { type: 'string', value: 'DATE', required: true, description: 'RFC 3339 instant or YYYY-MM-DD (UTC): archive events older than this' },
+    out: { type: 'string', value: 'FILE', required: true, description: 'where to write the events (JSON lines; must not exist)' },
+    json: JSON_OPTION,
+  },
+  async run({ options }, { db }) {
+    const before = Date.parse(String(options.before));
+    if (!Number.isFinite(before)) throw new UsageError(`--before: not a date: ${String(options.before)}`);
+    const out = String(options.out);
+    if (fs.existsSync(out)) throw new UsageError(`--out ${out} exists; archives are never overwritten`);
+    const result = await archiveAuditEvents(db.kysely, new Date(before).toISOString(), out);
+    if (options.json) writeJson({ ...result, file: result.archived > 0 ? out : null });
+    else if (result.archived === 0) writeLine('nothing to archive: no event older than that is covered by a signed checkpoint');
+    else writeLine(`archived ${formatCount(result.archived, 'event')} up to seq ${result.upToSeq} to ${out} (vouched for by checkpoint ${result.checkpoint})`);
+    return EXIT_OK;
   },
 };
 
@@ -83,5 +139,5 @@ const tailAuditCommand: Command = {
 export const auditGroup: CommandGroup = {
   name: 'audit',
   summary: 'Inspect the audit log of access decisions.',
-  commands: [verifyAuditCommand, tailAuditCommand],
+  commands: [verifyAuditCommand, checkpointAuditCommand, archiveAuditCommand, tailAuditCommand],
 };

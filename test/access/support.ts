@@ -45,7 +45,7 @@ export function expectPrivateJson(res: Response, body: unknown): void {
 
 /** The suites make many requests with one client's tokens; the rate limit is not what they test. */
 export function startAccessApp(kind: 'sqlite' | 'postgres'): Promise<TestApp> {
-  return startTestApp(kind, { RATE_LIMIT_MAX: '1000000', RATE_LIMIT_ANONYMOUS_MAX: '1000000', RATE_LIMIT_ADDRESS_MAX: '1000000' });
+  return startTestApp(kind, { RATE_LIMIT_MAX: '1000000', RATE_LIMIT_ANONYMOUS_MAX: '1000000', RATE_LIMIT_ADDRESS_MAX: '1000000', AUDIT_FAILURE_WINDOW: '1' });
 }
 
 export interface PostView {

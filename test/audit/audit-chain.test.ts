@@ -5,6 +5,18 @@ import { verifyAuditChain } from '../../src/audit/verify-chain.js';
 import { liftAppendOnly, sampleDecision, SILENT_LOGGER } from '../helpers/audit.js';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../helpers/databases.js';
 
+/** A verified chain with no checkpoints yet. */
+const intact = (events: number) => ({ ok: true, events, checkpoints: 0, uncovered: 0, keyFingerprints: [] });
+const broken = (events: number, brokenAt: { seq: number; id: string; problem: string }) => ({
+  ok: false,
+  events,
+  checkpoints: 0,
+  uncovered: 0,
+  keyFingerprints: [],
+  brokenAt,
+  detail: expect.any(String),
+});
+
 describe.each(DATABASE_KINDS)('audit chain on %s', (kind) => {
   let t: TestDatabase;
   beforeEach(async () => {
@@ -27,7 +39,7 @@ describe.each(DATABASE_KINDS)('audit chain on %s', (kind) => {
     expect(rows.map((r) => r.requestId)).toEqual(Array.from({ length: 25 }, (_, i) => `req-${i}`));
     expect(rows[0]!.prevHash).toBe('0'.repeat(64));
     expect(rows[1]!.prevHash).toBe(rows[0]!.hash);
-    expect(await verifyAuditChain(t.db.kysely, 4)).toEqual({ ok: true, events: 25 });
+    expect(await verifyAuditChain(t.db.kysely, { batchSize: 4 })).toEqual(intact(25));
   });
 
   it('refuses UPDATE and DELETE of audit events', async () => {
@@ -35,7 +47,7 @@ describe.each(DATABASE_KINDS)('audit chain on %s', (kind) => {
     await expect(t.db.kysely.updateTable('auditEvents').set({ decision: 'allow' }).execute()).rejects.toThrow(/append-only/);
     await expect(t.db.kysely.deleteFrom('auditEvents').execute()).rejects.toThrow(/only events at or below a signed checkpoint may be archived/);
     if (kind === 'postgres') await expect(sql`truncate audit_events`.execute(t.db.kysely)).rejects.toThrow(/append-only/);
-    expect(await verifyAuditChain(t.db.kysely)).toEqual({ ok: true, events: 3 });
+    expect(await verifyAuditChain(t.db.kysely)).toEqual(intact(3));
   });
 
   it('reports the first changed event', async () => {
@@ -44,7 +56,7 @@ describe.each(DATABASE_KINDS)('audit chain on %s', (kind) => {
     const rows = await t.db.kysely.selectFrom('auditEvents').select(['seq', 'id']).orderBy('seq').execute();
     await t.db.kysely.updateTable('auditEvents').set({ decision: 'allow', reason: 'granted' }).where('seq', '=', rows[6]!.seq).execute();
     await t.db.kysely.updateTable('auditEvents').set({ subject: 'someone-else' }).where('seq', '=', rows[8]!.seq).execute();
-    expect(await verifyAuditChain(t.db.kysely, 3)).toEqual({ ok: false, events: 7, brokenAt: { seq: rows[6]!.seq, id: rows[6]!.id, problem: 'hash' } });
+    expect(await verifyAuditChain(t.db.kysely, { batchSize: 3 })).toEqual(broken(7, { seq: rows[6]!.seq, id: rows[6]!.id, problem: 'hash' }));
   });
 
   it('reports a removed event at the link after it', async () => {
@@ -52,13 +64,13 @@ describe.each(DATABASE_KINDS)('audit chain on %s', (kind) => {
     await disableAppendOnly();
     const rows = await t.db.kysely.selectFrom('auditEvents').select(['seq', 'id']).orderBy('seq').execute();
     await t.db.kysely.deleteFrom('auditEvents').where('seq', '=', rows[4]!.seq).execute();
-    expect(await verifyAuditChain(t.db.kysely)).toEqual({ ok: false, events: 5, brokenAt: { seq: rows[5]!.seq, id: rows[5]!.id, problem: 'link' } });
+    expect(await verifyAuditChain(t.db.kysely)).toEqual(broken(5, { seq: rows[5]!.seq, id: rows[5]!.id, problem: 'link' }));
   });
 
   it('keeps one chain when several writers share the database', async () => {
     const writers = [0, 1, 2].map(() => new AuditLog(t.db, SILENT_LOGGER, { maxBatch: 3, flushMs: 1 }));
     for (let i = 0; i < 30; i++) writers[i % 3]!.record(sampleDecision(i));
     await Promise.all(writers.map((w) => w.close()));
-    expect(await verifyAuditChain(t.db.kysely)).toEqual({ ok: true, events: 30 });
+    expect(await verifyAuditChain(t.db.kysely)).toEqual(intact(30));
   });
 });

@@ -80,7 +80,7 @@ describe.each(DATABASE_KINDS)('refused credentials in the audit log on %s', (kin
       ['listPosts', 'allow', 'granted', null],
       ['getPost', 'deny', 'resource', null],
     ]);
-    expect(await verifyAuditChain(t.database.db.kysely)).toEqual({ ok: true, events: expect.any(Number) });
+    expect(await verifyAuditChain(t.database.db.kysely)).toMatchObject({ ok: true, events: rows.length + 1 });
 
     // The endpoint shows the aggregate as the contract describes it.
     const listed = await t.request({ url: `/v1/audit-events?decision=deny&operation=token`, token: await t.adminClientToken('read:audit') });

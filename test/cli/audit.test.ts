@@ -1,3 +1,6 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { AuditLog } from '../../src/audit/audit-log.js';
 import { liftAppendOnly, sampleDecision, SILENT_LOGGER } from '../helpers/audit.js';
@@ -23,7 +26,7 @@ describe.each(DATABASE_KINDS)('portcullis audit on %s', { timeout: CLI_TEST_TIME
 
   it('verify reports ok on an intact chain, then exit 1 naming the first changed event', async () => {
     await record(0, 6);
-    expect(await runCli(['audit', 'verify'], t.env)).toEqual({ code: 0, stdout: 'ok: 6 events\n', stderr: '' });
+    expect(await runCli(['audit', 'verify'], t.env)).toEqual({ code: 0, stdout: 'ok: 6 events, 0 checkpoints; 0 after the newest checkpoint\n', stderr: '' });
 
     // Only someone who can change the schema can rewrite history: lift the append-only triggers first.
     await liftAppendOnly(t.db.kysely, kind);
@@ -39,13 +42,67 @@ describe.each(DATABASE_KINDS)('portcullis audit on %s', { timeout: CLI_TEST_TIME
     });
     const json = await runCli(['audit', 'verify', '--json'], t.env);
     expect(json.code).toBe(1);
-    expect(JSON.parse(json.stdout)).toEqual({ ok: false, events: 4, brokenAt: { seq: target.seq, id: target.id, problem: 'hash' } });
+    expect(JSON.parse(json.stdout)).toEqual({
+      ok: false,
+      events: 4,
+      checkpoints: 0,
+      uncovered: 0,
+      keyFingerprints: [],
+      brokenAt: { seq: target.seq, id: target.id, problem: 'hash' },
+      detail: 'its fields no longer produce its hash (the event was changed)',
+    });
 
     // Removing an event breaks the link of the one after it.
     await t.db.kysely.deleteFrom('auditEvents').where('seq', '<=', target.seq).where('seq', '>=', rows[1]!.seq).execute();
     const removed = await runCli(['audit', 'verify'], t.env);
     expect(removed.code).toBe(1);
     expect(removed.stdout).toContain(`broken: seq ${rows[4]!.seq}, id ${rows[4]!.id}, problem link:`);
+  });
+
+  it('checkpoint prints a signed checkpoint; verify holds the chain to it and to the key fingerprint; archive keeps it verifiable', async () => {
+    await record(0, 120);
+    const printed = await runCli(['audit', 'checkpoint'], t.env);
+    expect(printed.stderr).toBe('');
+    expect(printed.code).toBe(0);
+    const checkpoint = JSON.parse(printed.stdout) as { number: number; eventCount: number; keyFingerprint: string; jws: string };
+    expect(checkpoint).toMatchObject({ number: 1, eventCount: 120, keyFingerprint: expect.stringMatching(/^[\w-]{43}$/) });
+    const file = path.join(os.tmpdir(), `portcullis-checkpoint-${process.pid}-${kind}.json`);
+    fs.writeFileSync(file, printed.stdout);
+    try {
+      const pinned = ['audit', 'verify', '--checkpoint', file, '--key-fingerprint', checkpoint.keyFingerprint];
+      expect(await runCli(pinned, t.env)).toEqual({
+        code: 0,
+        stdout: `ok: 120 events, 1 checkpoint signed by ${checkpoint.keyFingerprint}; 0 after the newest checkpoint\n`,
+        stderr: '',
+      });
+      const otherKey = await runCli(['audit', 'verify', '--key-fingerprint', 'A'.repeat(43)], t.env);
+      expect(otherKey.code).toBe(1);
+      expect(otherKey.stdout).toBe(`broken: problem unexpected-key: checkpoint 1 is signed by key ${checkpoint.keyFingerprint}, not ${'A'.repeat(43)}\n`);
+
+      // Archive what is older than now: every event the checkpoint covers.
+      const out = path.join(os.tmpdir(), `portcullis-archive-${process.pid}-${kind}.jsonl`);
+      try {
+        const archived = await runCli(['audit', 'archive', '--before', new Date(Date.now() + 1000).toISOString(), '--out', out], t.env);
+        expect(archived.stderr).toBe('');
+        expect(archived.stdout).toMatch(/^archived 120 events up to seq \d+ to .* \(vouched for by checkpoint 1\)\n$/);
+        expect(fs.readFileSync(out, 'utf8').trim().split('\n')).toHaveLength(122);
+      } finally {
+        fs.rmSync(out, { force: true });
+      }
+      await record(120, 5);
+      expect((await runCli(pinned, t.env)).stdout).toBe(`ok: 5 events, 1 checkpoint signed by ${checkpoint.keyFingerprint}; 5 after the newest checkpoint\n`);
+
+      // The tail cut (by someone who lifted the triggers) after a second checkpoint covered it.
+      expect((await runCli(['audit', 'checkpoint'], t.env)).code).toBe(0);
+      await liftAppendOnly(t.db.kysely, kind);
+      const rows = await events();
+      await t.db.kysely.deleteFrom('auditEvents').where('seq', '>', rows[1]!.seq).execute();
+      const truncated = await runCli(pinned, t.env);
+      expect(truncated.code).toBe(1);
+      expect(truncated.stdout).toMatch(/^broken: problem truncated: checkpoint 2 vouches for 125 events up to seq \d+; the chain ends after 122 at seq \d+\n$/);
+    } finally {
+      fs.rmSync(file, { force: true });
+    }
   });
 
   it('tail -n prints the last N events, oldest first, one JSON object per line', async () => {

@@ -212,7 +212,7 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
       const response = await send();
       return { response, decisions: oauth.decisions.slice(before) };
     }
-    const oauthDecision = { requestId: expect.any(String), interface: 'oauth', operation: 'token' };
+    const oauthDecision = { requestId: expect.any(String), interface: 'oauth', operation: 'token', sourceAddress: '127.0.0.1' };
 
     it('when it issues a token: the client, whom the token speaks for, and the token\'s jti', async () => {
       const { response, decisions } = await decisionsOf(() => requestToken({ grant_type: 'client_credentials' }, asService()));

@@ -1,0 +1,159 @@
+import { calculateJwkThumbprint, compactVerify, CompactSign, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
+import type { Kysely, Selectable } from 'kysely';
+import { decryptPrivateJwk, deriveEncryptionKey, encryptPrivateJwk } from '../oauth/keys/key-encryption.js';
+import type { AuditCheckpointsTable, Database } from '../storage/schema.js';
+import { isUniqueViolation } from '../storage/unique-violation.js';
+
+/**
+ * Signed checkpoints of the audit chain. The hash chain alone shows an edit only to someone who trusts
+ * the last hash: an attacker with write access can cut the tail or recompute every hash after an edit. A
+ * checkpoint — the head's seq and hash, the number of events from the first, the time — signed with the
+ * audit key and kept elsewhere too (`audit checkpoint`), makes both visible to `audit verify`.
+ *
+ * The audit key is its own ES256 key in `audit_keys`, apart from the token keys (`keys rotate` never
+ * prunes it), its private part encrypted under KEY_ENCRYPTION_SECRET like theirs. Every checkpoint names
+ * the key's RFC 7638 thumbprint, so a key planted in the database signs checkpoints an operator who pins
+ * the fingerprint (`--key-fingerprint`) rejects.
+ */
+
+const ALG = 'ES256';
+export const CHECKPOINT_TYP = 'portcullis-audit-checkpoint';
+
+export interface CheckpointClaims {
+  number: number;
+  headSeq: number;
+  headHash: string;
+  eventCount: number;
+  time: string;
+  keyFingerprint: string;
+}
+
+export interface Checkpoint extends CheckpointClaims {
+  jws: string;
+}
+
+export interface AuditSigningKey {
+  fingerprint: string;
+  privateKey: CryptoKey;
+}
+
+/** The audit key, created on first use. Several may exist (two processes racing); the oldest signs. */
+export async function auditSigningKey(db: Kysely<Database>, keyEncryptionSecret: string): Promise<AuditSigningKey> {
+  const encryptionKey = deriveEncryptionKey(keyEncryptionSecret);
+  let row = await db.selectFrom('auditKeys').selectAll().orderBy('createdAt').orderBy('kid').limit(1).executeTakeFirst();
+  if (!row) {
+    const pair = await generateKeyPair(ALG, { extractable: true });
+    const publicJwk = await exportJWK(pair.publicKey);
+    const kid = await calculateJwkThumbprint(publicJwk);
+    await db
+      .insertInto('auditKeys')
+      .values({
+        kid,
+        publicJwk: JSON.stringify(publicJwk),
+        privateJwkEncrypted: encryptPrivateJwk(await exportJWK(pair.privateKey), kid, encryptionKey),
+        createdAt: new Date().toISOString(),
+      })
+      .execute();
+    row = await db.selectFrom('auditKeys').selectAll().orderBy('createdAt').orderBy('kid').limit(1).executeTakeFirstOrThrow();
+  }
+  const privateKey = (await importJWK(decryptPrivateJwk(row.privateJwkEncrypted, row.kid, encryptionKey) as JWK, ALG, { extractable: false })) as CryptoKey;
+  return { fingerprint: row.kid, privateKey };
+}
+
+/** The public audit keys by fingerprint (recomputed from the key, never read from the kid column alone). */
+export async function auditVerificationKeys(db: Kysely<Database>): Promise<Map<string, CryptoKey>> {
+  const keys = new Map<string, CryptoKey>();
+  for (const row of await db.selectFrom('auditKeys').select(['publicJwk']).execute()) {
+    const jwk = JSON.parse(row.publicJwk) as JWK;
+    keys.set(await calculateJwkThumbprint(jwk), (await importJWK(jwk, ALG)) as CryptoKey);
+  }
+  return keys;
+}
+
+export function toCheckpoint(row: Selectable<AuditCheckpointsTable>): Checkpoint {
+  return {
+    number: Number(row.number),
+    headSeq: Number(row.headSeq),
+    headHash: row.headHash,
+    eventCount: Number(row.eventCount),
+    time: row.time,
+    keyFingerprint: row.keyFingerprint,
+    jws: row.jws,
+  };
+}
+
+export async function latestCheckpoint(db: Kysely<Database>): Promise<Checkpoint | null> {
+  const row = await db.selectFrom('auditCheckpoints').selectAll().orderBy('number', 'desc').limit(1).executeTakeFirst();
+  return row ? toCheckpoint(row) : null;
+}
+
+/**
+ * Signs and records a checkpoint of the chain's current head. Returns the latest checkpoint unchanged when
+ * no event was added since it (and null when there are no events at all). Concurrent writers in several
+ * processes may race for the next number: the loser reads again and retries.
+ */
+export async function writeCheckpoint(db: Kysely<Database>, key: AuditSigningKey, now: () => number = Date.now): Promise<Checkpoint | null> {
+  for (let attempt = 0; ; attempt++) {
+    const previous = await latestCheckpoint(db);
+    const head = await db.selectFrom('auditEvents').select(['seq', 'hash']).orderBy('seq', 'desc').limit(1).executeTakeFirst();
+    if (!head || head.hash === null) return previous;
+    const headSeq = Number(head.seq);
+    if (previous && previous.headSeq >= headSeq) return previous;
+    const counted = await db
+      .selectFrom('auditEvents')
+      .select((eb) => eb.fn.countAll<string | number>().as('n'))
+      .where('seq', '>', previous?.headSeq ?? 0)
+      .where('seq', '<=', headSeq)
+      .executeTakeFirstOrThrow();
+    const base = previous?.eventCount ?? (await archivedCount(db));
+    const claims: CheckpointClaims = {
+      number: (previous?.number ?? 0) + 1,
+      headSeq,
+      headHash: head.hash,
+      eventCount: base + Number(counted.n),
+      time: new Date(now()).toISOString(),
+      keyFingerprint: key.fingerprint,
+    };
+    const jws = await new CompactSign(new TextEncoder().encode(JSON.stringify(claims)))
+      .setProtectedHeader({ alg: ALG, kid: key.fingerprint, typ: CHECKPOINT_TYP })
+      .sign(key.privateKey);
+    try {
+      await db.insertInto('auditCheckpoints').values({ ...claims, jws }).execute();
+      return { ...claims, jws };
+    } catch (error) {
+      if (!isUniqueViolation(error) || attempt >= 5) throw error;
+    }
+  }
+}
+
+/** Events removed by `audit archive` before the first checkpoint could count them (none, in practice). */
+async function archivedCount(db: Kysely<Database>): Promise<number> {
+  const row = await db.selectFrom('auditArchives').select('eventCount').orderBy('upToSeq', 'desc').limit(1).executeTakeFirst();
+  return row ? Number(row.eventCount) : 0;
+}
+
+export class CheckpointSignatureError extends Error {}
+
+/** A checkpoint's claims, if its signature holds under the key its header names (one of `keys`). */
+export async function readSignedCheckpoint(jws: string, keys: ReadonlyMap<string, CryptoKey>): Promise<Checkpoint> {
+  let kid: unknown;
+  try {
+    const header = JSON.parse(Buffer.from(jws.split('.')[0] ?? '', 'base64url').toString('utf8')) as { kid?: unknown; alg?: unknown; typ?: unknown };
+    if (header.alg !== ALG || header.typ !== CHECKPOINT_TYP) throw new CheckpointSignatureError('not an audit checkpoint');
+    kid = header.kid;
+  } catch (error) {
+    if (error instanceof CheckpointSignatureError) throw error;
+    throw new CheckpointSignatureError('not a compact JWS');
+  }
+  const key = typeof kid === 'string' ? keys.get(kid) : undefined;
+  if (!key) throw new CheckpointSignatureError(`signed by a key that is not an audit key of this database (${String(kid)})`);
+  let payload: Uint8Array;
+  try {
+    ({ payload } = await compactVerify(jws, key, { algorithms: [ALG] }));
+  } catch {
+    throw new CheckpointSignatureError('the signature does not verify');
+  }
+  const claims = JSON.parse(new TextDecoder().decode(payload)) as CheckpointClaims;
+  if (claims.keyFingerprint !== kid) throw new CheckpointSignatureError('the key named inside differs from the signing key');
+  return { ...claims, jws };
+}
