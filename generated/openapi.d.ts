@@ -211,7 +211,7 @@ export interface paths {
         put?: never;
         /**
          * Register an OAuth client
-         * @description Registers an OAuth client. When `clientId` is absent the server generates one; an existing `clientId` is `409 CONFLICT`. A confidential client's secret is returned once, as `clientSecret`, in this response only: store it now, it cannot be read again.
+         * @description Registers an OAuth client. When `clientId` is absent the server generates one; an existing `clientId` is `409 CONFLICT`. A confidential client's secret is returned once, as `clientSecret`, in this response only: store it now, it cannot be read again. A replay of this request under the same `Idempotency-Key` answers the same 201 without `clientSecret` (and with `Idempotent-Replayed: true`): the server never stores the secret, not even to replay it. A client that lost the first response rotates the secret (`clients rotate-secret`).
          */
         post: operations["createClient"];
         delete?: never;
@@ -568,7 +568,7 @@ export interface components {
         ClientCreated: {
             id: components["schemas"]["Id"];
             clientId: components["schemas"]["OAuthClientId"];
-            /** @description The client secret (base64url, at least 256 random bits). Present for confidential clients only, and only in this response: the server keeps just a digest. */
+            /** @description The client secret (base64url, at least 256 random bits). Present for confidential clients only, and only in the first response: the server keeps just a digest, so an idempotent replay answers without it. */
             clientSecret?: string;
             name: string;
             /** @enum {string} */

@@ -15985,7 +15985,7 @@ export const routes: readonly RouteDefinition[] = [
             },
             "clientSecret": {
               "type": "string",
-              "description": "The client secret (base64url, at least 256 random bits). Present for confidential clients only, and only in this response: the server keeps just a digest.",
+              "description": "The client secret (base64url, at least 256 random bits). Present for confidential clients only, and only in the first response: the server keeps just a digest, so an idempotent replay answers without it.",
               "minLength": 43,
               "maxLength": 128,
               "pattern": "^[A-Za-z0-9_-]+$"

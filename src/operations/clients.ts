@@ -89,6 +89,7 @@ export const createClient: Handler<'createClient'> = async ({ body }, { deps }) 
     status: 201,
     body: { ...view, createdAt: now, ...(secret === null ? {} : { clientSecret: secret }) },
     headers: { location: `/v1/clients/${client.id}` },
+    secrets: ['clientSecret'],
   };
 };
 

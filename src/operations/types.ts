@@ -43,7 +43,7 @@ type SuccessCode<K extends OperationId> = Extract<keyof Responses<K>, 200 | 201 
 type ContentOf<R> = R extends { content: infer C } ? C[keyof C] : undefined;
 
 export type HandlerResult<K extends OperationId> = {
-  [S in SuccessCode<K>]: { status: S; body: ContentOf<Responses<K>[S]>; headers?: Record<string, string> };
+  [S in SuccessCode<K>]: { status: S; body: ContentOf<Responses<K>[S]>; headers?: Record<string, string>; secrets?: readonly string[] };
 }[SuccessCode<K>];
 
 export interface OperationInput<K extends OperationId> {

@@ -14,10 +14,20 @@ import type { HandlerResponse } from './representation.js';
 const RETENTION_MS = 24 * 3600 * 1000;
 // Expired keys are replaced when reused and removed by the maintenance job (src/maintenance/).
 
+/** The body as it may be kept for a replay: a secret shown once (a client secret) is left out. */
+function withoutSecrets(response: HandlerResponse): unknown {
+  const { body, secrets } = response;
+  if (!secrets || secrets.length === 0 || body === null || typeof body !== 'object') return body;
+  const kept = { ...(body as Record<string, unknown>) };
+  for (const name of secrets) delete kept[name];
+  return kept;
+}
+
 /**
  * `Idempotency-Key` on POST (draft-ietf-httpapi-idempotency-key-header): the same key and body replay the
  * first response; the same key with another body is 422; a key still in flight is 409. Keys are scoped to
- * the client and the subject and kept for 24 hours. Failed first attempts release the key.
+ * the client and the subject and kept for 24 hours. Failed first attempts release the key. A response's
+ * secrets are never stored: its replay answers without them.
  */
 export function runIdempotent(
   db: Kysely<Database>,
@@ -67,7 +77,7 @@ async function runWithKey(
   await completeIdempotencyKey(db, scope, key, {
     status: response.status,
     location: response.headers?.location ?? null,
-    body: response.body === undefined ? null : JSON.stringify(response.body),
+    body: response.body === undefined ? null : JSON.stringify(withoutSecrets(response)),
   });
   return { ...response, replayed: false };
 }

@@ -9,6 +9,8 @@ export interface HandlerResponse {
   status: number;
   body: unknown;
   headers?: Record<string, string>;
+  /** Top-level body properties shown once and never stored, not even for an idempotent replay. */
+  secrets?: readonly string[];
 }
 
 const JSON_TYPE = 'application/json; charset=utf-8';

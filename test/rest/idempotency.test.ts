@@ -173,6 +173,28 @@ describe.each(DATABASE_KINDS)('Idempotency-Key on POST on %s', (kind) => {
     expect(rows).toHaveLength(1);
   });
 
+  it('never stores a client secret: a replayed client creation answers the same 201 without it', async () => {
+    const token = await t.adminClientToken();
+    const body = { name: 'Idempotent service', type: 'confidential', redirectUris: [], grantTypes: ['client_credentials'], scopes: ['read:posts'], role: 'member' };
+    const first = await t.request({ method: 'POST', url: '/v1/clients', token, headers: { 'idempotency-key': 'client-key' }, body });
+    expect(first.statusCode, first.body).toBe(201);
+    const secret = first.json().clientSecret as string;
+    expect(secret).toMatch(/^[A-Za-z0-9_-]{43,}$/);
+    // What the database keeps for the replay: the response without the secret.
+    const stored = await t.app.db.kysely.selectFrom('idempotencyKeys').selectAll().where('key', '=', 'client-key').executeTakeFirstOrThrow();
+    expect(JSON.stringify(stored)).not.toContain(secret);
+    const again = await t.request({ method: 'POST', url: '/v1/clients', token, headers: { 'idempotency-key': 'client-key' }, body });
+    const { clientSecret: _shownOnce, ...withoutSecret } = first.json();
+    expect({ status: again.statusCode, replayed: again.headers['idempotent-replayed'], location: again.headers.location, body: again.json() }).toEqual({
+      status: 201,
+      replayed: 'true',
+      location: first.headers.location,
+      body: withoutSecret,
+    });
+    expect(again.body).not.toContain(secret);
+    expect(await t.app.db.kysely.selectFrom('clients').select('id').where('name', '=', body.name).execute()).toHaveLength(1);
+  });
+
   it('creates one post when the same keyed request arrives twice at once', async () => {
     const user = await t.createUser('member');
     const token = await user.token();
