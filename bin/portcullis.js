@@ -1,8 +1,7 @@
 #!/usr/bin/env node
-// Launcher for `npx portcullis` / an installed `portcullis`: the CLI is TypeScript, run through tsx.
-// Paths are resolved from this file, not the working directory, so it works from any cwd.
-import { fileURLToPath } from 'node:url';
-import { register } from 'tsx/esm/api';
+// Launcher for `npx portcullis` and `npm run cli`: the compiled, bundled CLI (dist/cli.mjs, built by
+// `npm ci` or here on first use). Paths are resolved from this file, so it works from any cwd.
+import { ensureBuilt } from './build.js';
 
-register({ tsconfig: fileURLToPath(new URL('../tsconfig.json', import.meta.url)) });
-await import(new URL('../src/cli/main.ts', import.meta.url).href);
+ensureBuilt();
+await import(new URL('../dist/cli.mjs', import.meta.url).href);

@@ -1,5 +1,6 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import fs from 'node:fs';
+import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { policy } from '../generated/policy.js';
 import { routes } from '../generated/routes.js';
@@ -25,6 +26,7 @@ import { registerRest } from './rest/plugin.js';
 import { representationTagger } from './rest/representation.js';
 import { sendRestError } from './rest/send-error.js';
 import type { RouteDefinition } from './rest/route-definition.js';
+import { PACKAGE_ROOT } from './package-root.js';
 import { openDb, type Db } from './storage/dialect.js';
 import { migrateToLatest } from './storage/migrate.js';
 
@@ -43,8 +45,8 @@ export interface BuildOptions {
   db?: Db;
 }
 
-const PUBLISHED_SPEC = new URL('../generated/openapi.json', import.meta.url);
-const GRAPHQL_SDL = new URL('../schema.graphql', import.meta.url);
+const PUBLISHED_SPEC = path.join(PACKAGE_ROOT, 'generated/openapi.json');
+const GRAPHQL_SDL = path.join(PACKAGE_ROOT, 'schema.graphql');
 
 /** GRAPHQL_INTROSPECTION_PUBLIC opens the SDL (`GET /v1/graphql`) like introspection. */
 function publishSchemaRoute(route: RouteDefinition): RouteDefinition {

@@ -7,7 +7,8 @@ import { openDb, type Db } from '../../src/storage/dialect.js';
 import { migrateToLatest } from '../../src/storage/migrate.js';
 import { createTestDatabase } from '../helpers/databases.js';
 
-// The CLI as operators run it: a separate Node process (tsx), talking to a real database.
+// The CLI as operators run it: a separate Node process (bin/portcullis.js, the compiled CLI), talking to a
+// real database.
 
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -17,8 +18,8 @@ export interface CliResult {
   stderr: string;
 }
 
-/** A child process running `src/cli/main.ts`; only the variables given reach it, never the test's own. */
-export function startCli(args: readonly string[], env: Record<string, string>, entry: readonly string[] = ['--import', 'tsx', 'src/cli/main.ts'], cwd = REPO_ROOT) {
+/** A child process running the CLI; only the variables given reach it, never the test's own. */
+export function startCli(args: readonly string[], env: Record<string, string>, entry: readonly string[] = ['bin/portcullis.js'], cwd = REPO_ROOT) {
   const child: ChildProcess = spawn(process.execPath, [...entry, ...args], {
     cwd,
     env: { PATH: process.env.PATH ?? '', NODE_ENV: 'test', ...env },
@@ -73,5 +74,5 @@ export async function waitFor(check: () => boolean, what: string, timeoutMs = 15
   }
 }
 
-/** Every CLI run is a fresh Node process (~1 s with tsx), and a test makes several. */
+/** Every CLI run is a fresh Node process, and a test makes several. */
 export const CLI_TEST_TIMEOUT = 60_000;

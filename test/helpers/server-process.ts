@@ -5,8 +5,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach } from 'vitest';
 
-// The server as operators run it (`npm start`), on a real socket; every process started here is killed and
-// its data directory removed after each test.
+// The server as operators run it (`npm start` runs the compiled dist/src/main.js), on a real socket; every
+// process started here is killed and its data directory removed after each test.
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -32,7 +32,7 @@ const started: Running[] = [];
 export async function startServer(env: Record<string, string> = {}, dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'portcullis-e2e-'))): Promise<Running> {
   const port = await freePort();
   let output = '';
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const child = spawn(process.execPath, ['dist/src/main.js'], {
     env: { PATH: process.env.PATH, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
