@@ -178,9 +178,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     publishedSpec: JSON.stringify(published),
     graphqlSdl: fs.readFileSync(GRAPHQL_SDL, 'utf8'),
     invalidateSubject(subject) {
+      // What the invalidation feed does for every process, done at once for this one.
       subjects.forget(subject);
       tokens.evictSubject(subject, 'user');
-      tokens.evictSubject(subject, 'client');
+      tokens.evictClient(subject);
     },
   };
 
