@@ -19,18 +19,10 @@ import { isUniqueViolation } from '../storage/unique-violation.js';
 const ALG = 'ES256';
 export const CHECKPOINT_TYP = 'portcullis-audit-checkpoint';
 
-export interface CheckpointClaims {
-  number: number;
-  headSeq: number;
-  headHash: string;
-  eventCount: number;
-  time: string;
-  keyFingerprint: string;
-}
+/** What a checkpoint states, as `audit_checkpoints` keeps it; the JWS signs exactly these fields. */
+export type CheckpointClaims = Omit<AuditCheckpointsTable, 'jws'>;
 
-export interface Checkpoint extends CheckpointClaims {
-  jws: string;
-}
+export type Checkpoint = AuditCheckpointsTable;
 
 export interface AuditSigningKey {
   fingerprint: string;

@@ -390,29 +390,6 @@ describe.each(DATABASE_KINDS)('users and clients on %s', (kind) => {
       expect(row.secretHash).toBeNull();
     });
 
-    it('applies a client’s new role to its outstanding tokens at once', async () => {
-      const created = await t.request({ method: 'POST', url: '/v1/clients', token: admin, body: { ...registration, scopes: ['read:clients'], role: 'admin' } });
-      expect(created.statusCode, created.body).toBe(201);
-      const client = created.json() as { id: string; clientId: string; clientSecret: string };
-      const issued = await t.app.fastify.inject({
-        method: 'POST',
-        url: '/oauth/token',
-        headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        payload: new URLSearchParams({ grant_type: 'client_credentials', client_id: client.clientId, client_secret: client.clientSecret }).toString(),
-      });
-      expect(issued.statusCode, issued.body).toBe(200);
-      const token = (JSON.parse(issued.body) as { access_token: string }).access_token;
-      expect((await t.request({ url: `/v1/clients/${client.id}`, token })).statusCode).toBe(200);
-      const put = await t.request({
-        method: 'PUT',
-        url: `/v1/clients/${client.id}`,
-        token: admin,
-        body: { ...registration, scopes: ['read:clients'], role: 'member', accessTokenFormat: 'jwt', accessTokenTtl: 600, firstParty: false, legacy: false },
-      });
-      expect(put.statusCode, put.body).toBe(200);
-      expectError(await t.request({ url: `/v1/clients/${client.id}`, token }), 403, FORBIDDEN, null);
-    });
-
     async function clientCredentialsToken(client: { clientId: string; clientSecret: string }, scope?: string): Promise<string> {
       const issued = await t.app.fastify.inject({
         method: 'POST',
@@ -423,6 +400,22 @@ describe.each(DATABASE_KINDS)('users and clients on %s', (kind) => {
       expect(issued.statusCode, issued.body).toBe(200);
       return (JSON.parse(issued.body) as { access_token: string }).access_token;
     }
+
+    it('applies a client’s new role to its outstanding tokens at once', async () => {
+      const created = await t.request({ method: 'POST', url: '/v1/clients', token: admin, body: { ...registration, scopes: ['read:clients'], role: 'admin' } });
+      expect(created.statusCode, created.body).toBe(201);
+      const client = created.json() as { id: string; clientId: string; clientSecret: string };
+      const token = await clientCredentialsToken(client);
+      expect((await t.request({ url: `/v1/clients/${client.id}`, token })).statusCode).toBe(200);
+      const put = await t.request({
+        method: 'PUT',
+        url: `/v1/clients/${client.id}`,
+        token: admin,
+        body: { ...registration, scopes: ['read:clients'], role: 'member', accessTokenFormat: 'jwt', accessTokenTtl: 600, firstParty: false, legacy: false },
+      });
+      expect(put.statusCode, put.body).toBe(200);
+      expectError(await t.request({ url: `/v1/clients/${client.id}`, token }), 403, FORBIDDEN, null);
+    });
 
     it('narrows a client’s outstanding tokens at once when a scope is taken from the client', async () => {
       const created = await t.request({ method: 'POST', url: '/v1/clients', token: admin, body: { ...registration, scopes: ['read:clients', 'read:posts'], role: 'admin' } });
