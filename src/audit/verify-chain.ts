@@ -24,6 +24,11 @@ interface Counts {
   uncovered: number;
   /** Fingerprints of the audit keys that signed the checkpoints. */
   keyFingerprints: string[];
+  /**
+   * Where the chain starts when old events were archived (`audit archive`): removing history is what an
+   * archive does, so an archive nobody made is for the operator to notice here.
+   */
+  archived: { events: number; upToSeq: number; archivedAt: string } | null;
 }
 
 export type ChainReport =
@@ -44,7 +49,7 @@ export interface VerifyOptions {
  * event count at each checkpoint, and that no checkpoint vouches for events that are gone.
  */
 export async function verifyAuditChain(db: Kysely<Database>, options: VerifyOptions = {}): Promise<ChainReport> {
-  const counts: Counts = { events: 0, checkpoints: 0, uncovered: 0, keyFingerprints: [] };
+  const counts: Counts = { events: 0, checkpoints: 0, uncovered: 0, keyFingerprints: [], archived: null };
   const fail = (problem: ChainProblem, detail: string, seq: number | null = null, id: string | null = null): ChainReport => ({
     ok: false,
     ...counts,
@@ -88,6 +93,7 @@ export async function verifyAuditChain(db: Kysely<Database>, options: VerifyOpti
   }
 
   const archive = await db.selectFrom('auditArchives').selectAll().orderBy('upToSeq', 'desc').limit(1).executeTakeFirst();
+  if (archive) counts.archived = { events: Number(archive.eventCount), upToSeq: Number(archive.upToSeq), archivedAt: archive.archivedAt };
   let expectedPrev = archive?.lastHash ?? GENESIS_HASH;
   let position = archive ? Number(archive.eventCount) : 0;
   let afterSeq = archive ? Number(archive.upToSeq) : -1;

@@ -24,7 +24,10 @@ const verifyAuditCommand: Command = {
     if (options.json) writeJson(report);
     else if (report.ok) {
       const keys = report.keyFingerprints.length > 0 ? ` signed by ${report.keyFingerprints.join(', ')}` : '';
-      writeLine(`ok: ${report.events} events, ${formatCount(report.checkpoints, 'checkpoint')}${keys}; ${report.uncovered} after the newest checkpoint`);
+      const archived = report.archived
+        ? `; ${formatCount(report.archived.events, 'earlier event')} archived (up to seq ${report.archived.upToSeq}, ${report.archived.archivedAt})`
+        : '';
+      writeLine(`ok: ${report.events} events, ${formatCount(report.checkpoints, 'checkpoint')}${keys}; ${report.uncovered} after the newest checkpoint${archived}`);
     } else {
       const { seq, id, problem } = report.brokenAt;
       const where = seq === null ? '' : `seq ${seq}${id === null ? '' : `, id ${id}`}, `;

@@ -6,13 +6,14 @@ import { liftAppendOnly, sampleDecision, SILENT_LOGGER } from '../helpers/audit.
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../helpers/databases.js';
 
 /** A verified chain with no checkpoints yet. */
-const intact = (events: number) => ({ ok: true, events, checkpoints: 0, uncovered: 0, keyFingerprints: [] });
+const intact = (events: number) => ({ ok: true, events, checkpoints: 0, uncovered: 0, keyFingerprints: [], archived: null });
 const broken = (events: number, brokenAt: { seq: number; id: string; problem: string }) => ({
   ok: false,
   events,
   checkpoints: 0,
   uncovered: 0,
   keyFingerprints: [],
+  archived: null,
   brokenAt,
   detail: expect.any(String),
 });

@@ -74,6 +74,7 @@ describe.each(DATABASE_KINDS)('signed audit checkpoints on %s', (kind) => {
       checkpoints: 2,
       uncovered: 0,
       keyFingerprints: [key.fingerprint],
+      archived: null,
     });
     // The audit key is kept apart from the token keys, and the same key keeps signing.
     expect((await auditSigningKey(t.db.kysely, SECRET)).fingerprint).toBe(key.fingerprint);
@@ -205,6 +206,7 @@ describe.each(DATABASE_KINDS)('signed audit checkpoints on %s', (kind) => {
         checkpoints: 2,
         uncovered: 0,
         keyFingerprints: [key.fingerprint],
+        archived: { events: 25, upToSeq: result.upToSeq, archivedAt: expect.any(String) },
       });
       // Nothing older left: a second run archives nothing and writes no file.
       expect(await archiveAuditEvents(t.db.kysely, '2021-01-01T00:00:00.000Z', path.join(dir, 'again.jsonl'))).toMatchObject({ archived: 0, upToSeq: null });
