@@ -20,9 +20,18 @@ function migrationsFor(db: Db): Record<string, Migration> {
 }
 
 export async function migrateToLatest(db: Db): Promise<string[]> {
+  return migrateWith(db, (migrator) => migrator.migrateToLatest());
+}
+
+/** Applies migrations up to and including `name` (an upgrade test starts from an older schema). */
+export async function migrateTo(db: Db, name: string): Promise<string[]> {
+  return migrateWith(db, (migrator) => migrator.migrateTo(name));
+}
+
+async function migrateWith(db: Db, run: (migrator: Migrator) => ReturnType<Migrator['migrateToLatest']>): Promise<string[]> {
   const provider: MigrationProvider = { getMigrations: async () => migrationsFor(db) };
   const migrator = new Migrator({ db: db.kysely, provider });
-  const { error, results } = await migrator.migrateToLatest();
+  const { error, results } = await run(migrator);
   if (error) throw error instanceof Error ? error : new Error(String(error));
   return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
 }

@@ -37,11 +37,12 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-/** A fresh, migrated database per call: an in-memory SQLite or a new PostgreSQL database. */
-export async function createTestDatabase(kind: 'sqlite' | 'postgres'): Promise<TestDatabase> {
+/** A fresh database per call, migrated unless told not to: an in-memory SQLite or a new PostgreSQL database. */
+export async function createTestDatabase(kind: 'sqlite' | 'postgres', options: { migrate?: boolean } = {}): Promise<TestDatabase> {
+  const migrate = options.migrate ?? true;
   if (kind === 'sqlite') {
     const db = await openDb({ databaseUrl: null, dataDir: '', sqliteFile: ':memory:' });
-    await migrateToLatest(db);
+    if (migrate) await migrateToLatest(db);
     return { db, url: null, drop: () => db.close() };
   }
   const name = `portcullis_test_${randomBytes(6).toString('hex')}`;
@@ -52,7 +53,7 @@ export async function createTestDatabase(kind: 'sqlite' | 'postgres'): Promise<T
   const url = new URL(POSTGRES_ADMIN_URL);
   url.pathname = `/${name}`;
   const db = await openDb({ databaseUrl: url.toString(), dataDir: '' });
-  await migrateToLatest(db);
+  if (migrate) await migrateToLatest(db);
   return {
     db,
     url: url.toString(),

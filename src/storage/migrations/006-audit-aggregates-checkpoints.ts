@@ -9,7 +9,8 @@ import type { DialectName } from '../dialect.js';
  * - `audit_checkpoints`: signed (head seq, head hash, event count, time) records, numbered without gaps;
  * - `audit_archives`: where the chain now starts after old events were exported and removed;
  * - the append-only triggers now let a DELETE through only for events at or below a signed checkpoint
- *   (`audit archive`), never an UPDATE; checkpoints, archives and audit keys are append-only themselves.
+ *   (`audit archive`), never an UPDATE; checkpoints, archives and audit keys are append-only themselves;
+ * - client secrets kept for idempotent replays before replays left them out are removed from those rows.
  */
 export const auditAggregatesAndCheckpoints = (dialect: DialectName): Migration => ({
   async up(db: Kysely<unknown>) {
@@ -48,6 +49,9 @@ export const auditAggregatesAndCheckpoints = (dialect: DialectName): Migration =
       .execute();
 
     if (dialect === 'postgres') {
+      await sql`
+        update idempotency_keys set body = (body::jsonb - 'clientSecret')::text
+        where body is not null and body like '%"clientSecret"%'`.execute(db);
       await sql`drop trigger audit_events_append_only on audit_events`.execute(db);
       await sql`
         create function audit_events_archive_only() returns trigger language plpgsql as $$
@@ -74,6 +78,9 @@ export const auditAggregatesAndCheckpoints = (dialect: DialectName): Migration =
           for each statement execute function audit_events_append_only()`.execute(db);
       }
     } else {
+      await sql`
+        update idempotency_keys set body = json_remove(body, '$.clientSecret')
+        where body is not null and body like '%"clientSecret"%'`.execute(db);
       await sql`drop trigger audit_events_no_delete`.execute(db);
       await sql`
         create trigger audit_events_archive_only before delete on audit_events
