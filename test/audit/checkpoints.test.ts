@@ -3,13 +3,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { exportJWK, generateKeyPair, calculateJwkThumbprint, CompactSign } from 'jose';
 import { sql } from 'kysely';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { archiveAuditEvents, ArchiveRefusedError } from '../../src/audit/archive.js';
 import { AuditLog } from '../../src/audit/audit-log.js';
 import { chainHash, GENESIS_HASH } from '../../src/audit/chain.js';
 import { auditSigningKey, CHECKPOINT_TYP, writeCheckpoint, type AuditSigningKey } from '../../src/audit/checkpoints.js';
 import { verifyAuditChain } from '../../src/audit/verify-chain.js';
 import { liftAppendOnly, sampleDecision, SILENT_LOGGER } from '../helpers/audit.js';
+import { startTestApp } from '../helpers/app.js';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../helpers/databases.js';
 
 // What the hash chain alone cannot show — a cut tail, a chain recomputed after an edit — shows against a
@@ -212,5 +213,35 @@ describe.each(DATABASE_KINDS)('signed audit checkpoints on %s', (kind) => {
       expect(await archiveAuditEvents(t.db.kysely, '2021-01-01T00:00:00.000Z', path.join(dir, 'again.jsonl'))).toMatchObject({ archived: 0, upToSeq: null });
       expect(fs.existsSync(path.join(dir, 'again.jsonl'))).toBe(false);
     });
+  });
+});
+
+describe.each(DATABASE_KINDS)('a running server signs checkpoints on %s', (kind) => {
+  it('every AUDIT_CHECKPOINT_INTERVAL while events come in, and once more on shutdown for the last ones', async () => {
+    const t = await startTestApp(kind, { AUDIT_CHECKPOINT_INTERVAL: '1' });
+    let closed = false;
+    try {
+      const token = await t.adminClientToken();
+      expect((await t.request({ url: '/v1/posts', token })).statusCode).toBe(200);
+      const first = await vi.waitFor(
+        async () => {
+          const rows = await t.database.db.kysely.selectFrom('auditCheckpoints').selectAll().execute();
+          if (rows.length === 0) throw new Error('no checkpoint yet');
+          return rows;
+        },
+        { timeout: 5000, interval: 100 },
+      );
+      expect(first[0]).toMatchObject({ number: 1, eventCount: 2 });
+      // The last events of a graceful shutdown are covered too.
+      for (let i = 0; i < 3; i++) expect((await t.request({ url: '/v1/posts', token })).statusCode).toBe(200);
+      await t.app.close();
+      closed = true;
+      const report = await verifyAuditChain(t.database.db.kysely);
+      expect(report).toMatchObject({ ok: true, events: 5, uncovered: 0 });
+    } finally {
+      if (!closed) await t.app.close();
+      await t.database.drop();
+      fs.rmSync(t.dataDir, { recursive: true, force: true });
+    }
   });
 });
