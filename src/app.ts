@@ -22,6 +22,7 @@ import { redactUrl } from './logging/redact-url.js';
 import { startMaintenance } from './maintenance/purge-expired.js';
 import { SubjectDirectory } from './pipeline/subject-directory.js';
 import { AllowedMethods } from './rest/method-not-allowed.js';
+import { idempotencyHashKey } from './rest/idempotency.js';
 import { registerRest } from './rest/plugin.js';
 import { representationTagger } from './rest/representation.js';
 import { sendRestError } from './rest/send-error.js';
@@ -204,6 +205,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     subjects,
     limiter,
     operations,
+    idempotencyHashKey: idempotencyHashKey(config.keyEncryptionSecret),
   });
   await registerOAuth(fastify, { db, audit, config, keys, tokens, scopes: apiScopes, limiter });
 

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import type { Kysely } from 'kysely';
 import type { Database } from '../storage/schema.js';
 import { chainHash, GENESIS_HASH } from './chain.js';
-import { latestCheckpoint } from './checkpoints.js';
+import { ARCHIVE_TYP, latestCheckpoint, signAuditStatement, type AuditSigningKey } from './checkpoints.js';
 
 export interface ArchiveResult {
   archived: number;
@@ -21,7 +21,7 @@ export class ArchiveRefusedError extends Error {}
  * every later checkpoint. The database's triggers refuse any other deletion. Only a prefix of the chain is
  * archived, and only a chain that verifies up to there.
  */
-export async function archiveAuditEvents(db: Kysely<Database>, before: string, out: string, batchSize = 1000): Promise<ArchiveResult> {
+export async function archiveAuditEvents(db: Kysely<Database>, key: AuditSigningKey, before: string, out: string, batchSize = 1000): Promise<ArchiveResult> {
   const checkpoint = await latestCheckpoint(db);
   if (!checkpoint) throw new ArchiveRefusedError('no signed checkpoint yet: run `audit checkpoint` first; only events it vouches for may be archived');
   const previous = await db.selectFrom('auditArchives').selectAll().orderBy('upToSeq', 'desc').limit(1).executeTakeFirst();
@@ -70,11 +70,18 @@ export async function archiveAuditEvents(db: Kysely<Database>, before: string, o
     return { archived, upToSeq: null, checkpoint: checkpoint.number };
   }
 
+  const record = {
+    upToSeq: afterSeq,
+    lastHash: expectedPrev,
+    eventCount: position,
+    checkpointNumber: checkpoint.number,
+    archivedAt: new Date().toISOString(),
+    keyFingerprint: key.fingerprint,
+  };
+  const jws = await signAuditStatement(key, ARCHIVE_TYP, record);
+  // The record first: the triggers let a DELETE through only for events an archive record covers.
   await db.transaction().execute(async (trx) => {
-    await trx
-      .insertInto('auditArchives')
-      .values({ upToSeq: afterSeq, lastHash: expectedPrev, eventCount: position, checkpointNumber: checkpoint.number, archivedAt: new Date().toISOString() })
-      .execute();
+    await trx.insertInto('auditArchives').values({ ...record, jws }).execute();
     await trx.deleteFrom('auditEvents').where('seq', '>', firstAfter).where('seq', '<=', afterSeq).execute();
   });
   return { archived, upToSeq: afterSeq, checkpoint: checkpoint.number };

@@ -1,4 +1,3 @@
-import { hash } from 'node:crypto';
 import type { components } from '../../generated/openapi.js';
 
 /** The contract's vocabularies for these fields: a value outside them does not compile. */
@@ -42,16 +41,6 @@ const CLIENT_ID = /^[A-Za-z0-9._-]{1,128}$/;
 /** A resource id taken from a request, if it has the shape of one; otherwise the record says null. */
 export function auditableResourceId(id: string | undefined): string | null {
   return id !== undefined && RESOURCE_ID.test(id) ? id : null;
-}
-
-/**
- * A client_id as a caller presented it that names no registered client: never recorded as sent (callers
- * swap id and secret, and the secret would land in the log), only as a short digest that still groups
- * repeated attempts with the same value.
- */
-export function unregisteredClientId(presented: string | null | undefined): string | null {
-  if (typeof presented !== 'string' || presented === '') return null;
-  return `unregistered-${hash('sha256', presented, 'hex').slice(0, 16)}`;
 }
 
 /** A client_id as a caller presented it, if it has the shape of one; otherwise the record says null. */

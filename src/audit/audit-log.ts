@@ -87,7 +87,7 @@ export class AuditLog {
   #closeFailureWindow(): void {
     if (this.#failureWindow) clearTimeout(this.#failureWindow);
     this.#failureWindow = null;
-    for (const event of this.#failures.drain()) this.#append(event);
+    for (const event of this.#failures.drain(Date.now())) this.#append(event);
   }
 
   flush(): Promise<void> {

@@ -46,13 +46,16 @@ export class AuthFailureAggregator {
     this.#groups.set(key, { decision, sourceAddress: address, count: 1, firstSeen: now, lastSeen: now });
   }
 
-  /** One event per group, and an empty window. */
-  drain(): AuditEvent[] {
+  /**
+   * One event per group, and an empty window. Each is timed when it is written (`now`), like every other
+   * event, so the table stays in time order; `firstSeen` and `lastSeen` say when its refusals happened.
+   */
+  drain(now: number): AuditEvent[] {
     const events: AuditEvent[] = [];
     for (const { decision, sourceAddress, count, firstSeen, lastSeen } of this.#groups.values()) {
       events.push({
-        id: newId(lastSeen),
-        time: isoTime(lastSeen),
+        id: newId(now),
+        time: isoTime(now),
         requestId: null,
         subject: null,
         clientId: sourceAddress === null ? null : decision.clientId,

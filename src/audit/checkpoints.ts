@@ -18,6 +18,8 @@ import { isUniqueViolation } from '../storage/unique-violation.js';
 
 const ALG = 'ES256';
 export const CHECKPOINT_TYP = 'portcullis-audit-checkpoint';
+/** An archive's record: where the chain continues after `audit archive` removed the events before it. */
+export const ARCHIVE_TYP = 'portcullis-audit-archive';
 
 /** What a checkpoint states, as `audit_checkpoints` keeps it; the JWS signs exactly these fields. */
 export type CheckpointClaims = Omit<AuditCheckpointsTable, 'jws'>;
@@ -106,9 +108,7 @@ export async function writeCheckpoint(db: Kysely<Database>, key: AuditSigningKey
       time: new Date(now()).toISOString(),
       keyFingerprint: key.fingerprint,
     };
-    const jws = await new CompactSign(new TextEncoder().encode(JSON.stringify(claims)))
-      .setProtectedHeader({ alg: ALG, kid: key.fingerprint, typ: CHECKPOINT_TYP })
-      .sign(key.privateKey);
+    const jws = await signAuditStatement(key, CHECKPOINT_TYP, claims);
     try {
       await db.insertInto('auditCheckpoints').values({ ...claims, jws }).execute();
       return { ...claims, jws };
@@ -124,28 +124,37 @@ async function archivedCount(db: Kysely<Database>): Promise<number> {
   return row ? Number(row.eventCount) : 0;
 }
 
-export class CheckpointSignatureError extends Error {}
+export class AuditSignatureError extends Error {}
 
-/** A checkpoint's claims, if its signature holds under the key its header names (one of `keys`). */
-export async function readSignedCheckpoint(jws: string, keys: ReadonlyMap<string, CryptoKey>): Promise<Checkpoint> {
+/** A statement about the audit chain (a checkpoint, an archive), signed with the audit key as a compact JWS. */
+export function signAuditStatement(key: AuditSigningKey, typ: string, claims: { keyFingerprint: string }): Promise<string> {
+  return new CompactSign(new TextEncoder().encode(JSON.stringify(claims))).setProtectedHeader({ alg: ALG, kid: key.fingerprint, typ }).sign(key.privateKey);
+}
+
+/** A statement's claims, if its signature holds under the key its header names (one of `keys`). */
+export async function readAuditStatement<T extends { keyFingerprint: string }>(jws: string, keys: ReadonlyMap<string, CryptoKey>, typ: string): Promise<T & { jws: string }> {
   let kid: unknown;
   try {
     const header = JSON.parse(Buffer.from(jws.split('.')[0] ?? '', 'base64url').toString('utf8')) as { kid?: unknown; alg?: unknown; typ?: unknown };
-    if (header.alg !== ALG || header.typ !== CHECKPOINT_TYP) throw new CheckpointSignatureError('not an audit checkpoint');
+    if (header.alg !== ALG || header.typ !== typ) throw new AuditSignatureError(`not a ${typ} statement`);
     kid = header.kid;
   } catch (error) {
-    if (error instanceof CheckpointSignatureError) throw error;
-    throw new CheckpointSignatureError('not a compact JWS');
+    if (error instanceof AuditSignatureError) throw error;
+    throw new AuditSignatureError('not a compact JWS');
   }
   const key = typeof kid === 'string' ? keys.get(kid) : undefined;
-  if (!key) throw new CheckpointSignatureError(`signed by a key that is not an audit key of this database (${String(kid)})`);
+  if (!key) throw new AuditSignatureError(`signed by a key that is not an audit key of this database (${String(kid)})`);
   let payload: Uint8Array;
   try {
     ({ payload } = await compactVerify(jws, key, { algorithms: [ALG] }));
   } catch {
-    throw new CheckpointSignatureError('the signature does not verify');
+    throw new AuditSignatureError('the signature does not verify');
   }
-  const claims = JSON.parse(new TextDecoder().decode(payload)) as CheckpointClaims;
-  if (claims.keyFingerprint !== kid) throw new CheckpointSignatureError('the key named inside differs from the signing key');
+  const claims = JSON.parse(new TextDecoder().decode(payload)) as T;
+  if (claims.keyFingerprint !== kid) throw new AuditSignatureError('the key named inside differs from the signing key');
   return { ...claims, jws };
+}
+
+export function readSignedCheckpoint(jws: string, keys: ReadonlyMap<string, CryptoKey>): Promise<Checkpoint> {
+  return readAuditStatement<CheckpointClaims>(jws, keys, CHECKPOINT_TYP);
 }

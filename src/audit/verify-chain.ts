@@ -1,7 +1,8 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../storage/schema.js';
 import { chainHash, GENESIS_HASH } from './chain.js';
-import { auditVerificationKeys, readSignedCheckpoint, toCheckpoint, type Checkpoint } from './checkpoints.js';
+import { ARCHIVE_TYP, auditVerificationKeys, readAuditStatement, readSignedCheckpoint, toCheckpoint, type Checkpoint } from './checkpoints.js';
+import type { AuditArchivesTable } from '../storage/schema.js';
 
 /**
  * - `hash`: an event's fields no longer produce its hash (it was changed);
@@ -10,8 +11,10 @@ import { auditVerificationKeys, readSignedCheckpoint, toCheckpoint, type Checkpo
  *   recomputed after an edit, or events before the head were removed);
  * - `truncated`: a signed checkpoint vouches for events past the chain's end (the tail was cut);
  * - `missing-checkpoint`: checkpoint numbers have a gap, or the checkpoint given is not recorded;
- * - `signature`: a checkpoint's signature does not verify under an audit key of the database;
- * - `unexpected-key`: a checkpoint is signed by another key than the fingerprint the operator expects.
+ * - `signature`: a checkpoint's or an archive record's signature does not verify under an audit key of the
+ *   database (a forged archive record is how events below a checkpoint could be deleted);
+ * - `unexpected-key`: a checkpoint or archive record is signed by another key than the fingerprint the
+ *   operator expects.
  */
 export type ChainProblem = 'hash' | 'link' | 'checkpoint' | 'truncated' | 'missing-checkpoint' | 'signature' | 'unexpected-key';
 
@@ -92,7 +95,24 @@ export async function verifyAuditChain(db: Kysely<Database>, options: VerifyOpti
     }
   }
 
-  const archive = await db.selectFrom('auditArchives').selectAll().orderBy('upToSeq', 'desc').limit(1).executeTakeFirst();
+  let archive: Omit<AuditArchivesTable, 'jws'> | undefined;
+  for (const row of await db.selectFrom('auditArchives').selectAll().orderBy('upToSeq').execute()) {
+    const where = `the archive record up to seq ${row.upToSeq}`;
+    let signed: Omit<AuditArchivesTable, 'jws'>;
+    try {
+      signed = await readAuditStatement<Omit<AuditArchivesTable, 'jws'>>(row.jws, keys, ARCHIVE_TYP);
+    } catch (error) {
+      return fail('signature', `${where}: ${(error as Error).message}`);
+    }
+    const columns: (keyof typeof signed)[] = ['upToSeq', 'lastHash', 'eventCount', 'checkpointNumber', 'archivedAt', 'keyFingerprint'];
+    if (columns.some((column) => String(signed[column]) !== String(row[column]))) return fail('signature', `${where}: its columns differ from what was signed`);
+    if (options.keyFingerprint !== undefined && signed.keyFingerprint !== options.keyFingerprint) {
+      return fail('unexpected-key', `${where} is signed by key ${signed.keyFingerprint}, not ${options.keyFingerprint}`);
+    }
+    const covering = checkpoints[signed.checkpointNumber - 1];
+    if (!covering || covering.headSeq < signed.upToSeq) return fail('checkpoint', `${where} names checkpoint ${signed.checkpointNumber}, which does not cover it`);
+    archive = signed;
+  }
   if (archive) counts.archived = { events: Number(archive.eventCount), upToSeq: Number(archive.upToSeq), archivedAt: archive.archivedAt };
   let expectedPrev = archive?.lastHash ?? GENESIS_HASH;
   let position = archive ? Number(archive.eventCount) : 0;

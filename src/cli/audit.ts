@@ -72,12 +72,13 @@ const archiveAuditCommand: Command = {
     out: { type: 'string', value: 'FILE', required: true, description: 'where to write the events (JSON lines; must not exist)' },
     json: JSON_OPTION,
   },
-  async run({ options }, { db }) {
+  async run({ options }, { db, config }) {
     const before = Date.parse(String(options.before));
     if (!Number.isFinite(before)) throw new UsageError(`--before: not a date: ${String(options.before)}`);
     const out = String(options.out);
     if (fs.existsSync(out)) throw new UsageError(`--out ${out} exists; archives are never overwritten`);
-    const result = await archiveAuditEvents(db.kysely, new Date(before).toISOString(), out);
+    const key = await auditSigningKey(db.kysely, config.keyEncryptionSecret);
+    const result = await archiveAuditEvents(db.kysely, key, new Date(before).toISOString(), out);
     if (options.json) writeJson({ ...result, file: result.archived > 0 ? out : null });
     else if (result.archived === 0) writeLine('nothing to archive: no event older than that is covered by a signed checkpoint');
     else writeLine(`archived ${formatCount(result.archived, 'event')} up to seq ${result.upToSeq} to ${out} (vouched for by checkpoint ${result.checkpoint})`);

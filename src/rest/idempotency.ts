@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHmac, hkdfSync } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { ApiError } from '../errors/registry.js';
 import type { Exchange } from '../pipeline/exchange.js';
@@ -29,26 +29,37 @@ function withoutSecrets(response: HandlerResponse): unknown {
  * the client and the subject and kept for 24 hours. Failed first attempts release the key. A response's
  * secrets are never stored: its replay answers without them.
  */
+/**
+ * The key of the request fingerprint's HMAC. A request body may hold a password (POST /v1/users): an
+ * unkeyed SHA-256 of it in `idempotency_keys` would let anyone who reads the table guess the password at
+ * hash speed, around scrypt. Derived from KEY_ENCRYPTION_SECRET, which the database never holds.
+ */
+export function idempotencyHashKey(keyEncryptionSecret: string): Buffer {
+  return Buffer.from(hkdfSync('sha256', keyEncryptionSecret, 'portcullis/idempotency', 'request fingerprint v1', 32));
+}
+
 export function runIdempotent(
   db: Kysely<Database>,
+  hashKey: Buffer,
   ex: Exchange,
   run: () => Promise<HandlerResponse>,
 ): Promise<HandlerResponse & { replayed?: boolean }> {
   const key = ex.headers['idempotency-key'];
   // Anything but a keyed POST runs as it is: no wrapping on every GET.
   if (ex.method !== 'POST' || typeof key !== 'string' || ex.principal.kind === 'anonymous') return run();
-  return runWithKey(db, ex, ex.principal, key, run);
+  return runWithKey(db, hashKey, ex, ex.principal, key, run);
 }
 
 async function runWithKey(
   db: Kysely<Database>,
+  hashKey: Buffer,
   ex: Exchange,
   principal: TokenPrincipal,
   key: string,
   run: () => Promise<HandlerResponse>,
 ): Promise<HandlerResponse & { replayed: boolean }> {
   const scope = `${principal.clientId} ${principal.subject}`;
-  const requestHash = createHash('sha256').update(`${ex.route.operationId}\n${ex.path}\n${JSON.stringify(ex.body ?? null)}`).digest('hex');
+  const requestHash = createHmac('sha256', hashKey).update(`${ex.route.operationId}\n${ex.path}\n${JSON.stringify(ex.body ?? null)}`).digest('hex');
   const now = Date.now();
   const existing = await claimIdempotencyKey(db, {
     scope,

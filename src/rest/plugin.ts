@@ -21,6 +21,8 @@ import { VENDOR_TYPE } from './versioning.js';
 export interface RestDeps extends StageDeps {
   routes: readonly RouteDefinition[];
   audit: AuditLog;
+  /** From KEY_ENCRYPTION_SECRET (idempotency.ts says why). */
+  idempotencyHashKey: Buffer;
 }
 
 declare module 'fastify' {
@@ -121,7 +123,7 @@ function operationRunner(route: RouteDefinition, deps: RestDeps) {
 async function operate(handler: Handler<never>, ex: Exchange, deps: RestDeps, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
   const input = { params: ex.params, query: ex.query, body: ex.body } as never;
   const context = { principal: ex.principal, resource: ex.resource, deps: deps.operations };
-  const result = await runIdempotent(deps.operations.db, ex, () => handler(input, context) as Promise<HandlerResponse>);
+  const result = await runIdempotent(deps.operations.db, deps.idempotencyHashKey, ex, () => handler(input, context) as Promise<HandlerResponse>);
   if (result.replayed) reply.header('idempotent-replayed', 'true');
   const next = (result.body as { page?: { next?: string | null } } | undefined)?.page?.next;
   if (typeof next === 'string') reply.header('link', nextLink(request.url, next));

@@ -138,6 +138,9 @@ export interface AuditArchivesTable {
   eventCount: number;
   checkpointNumber: number;
   archivedAt: string;
+  keyFingerprint: string;
+  /** The record signed with the audit key (compact JWS over the fields above). */
+  jws: string;
 }
 
 export interface IdempotencyKeysTable {

@@ -15,14 +15,14 @@ describe('aggregating refused credentials', () => {
     for (let i = 0; i < 5; i++) for (let n = 0; n <= i; n++) aggregator.add(refused(`10.0.0.${i}`), 1_000 + n);
     aggregator.add(refused('not an address'), 2_000);
     expect(aggregator.size).toBe(4);
-    const events = aggregator.drain();
+    const events = aggregator.drain(5_000);
     expect(events.map((e) => [e.sourceAddress, e.count])).toEqual([
       ['10.0.0.0', 1],
       ['10.0.0.1', 2],
       ['10.0.0.2', 3],
       [null, 4 + 5 + 1],
     ]);
-    expect(events[1]).toMatchObject({ firstSeen: new Date(1_000).toISOString(), lastSeen: new Date(1_001).toISOString(), decision: 'deny', reason: 'authentication' });
+    expect(events[1]).toMatchObject({ time: new Date(5_000).toISOString(), firstSeen: new Date(1_000).toISOString(), lastSeen: new Date(1_001).toISOString(), decision: 'deny', reason: 'authentication' });
     expect(aggregator.size).toBe(0);
   });
 });
@@ -55,6 +55,17 @@ describe.each(DATABASE_KINDS)('refused credentials in the audit log on %s', (kin
       });
       expect(res.statusCode).toBe(401);
     }
+    // A different made-up client_id each time is still one group: unregistered ids are not told apart.
+    for (let i = 0; i < 9; i++) {
+      const res = await t.app.fastify.inject({
+        method: 'POST',
+        url: '/oauth/token',
+        remoteAddress: '198.51.100.3',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`random-${i}:x`).toString('base64')}` },
+        payload: 'grant_type=client_credentials',
+      });
+      expect(res.statusCode).toBe(401);
+    }
     // Decisions that are not refused credentials stay one event each.
     expect((await t.request({ url: '/v1/posts', token: admin })).statusCode).toBe(200);
     expect((await t.request({ url: '/v1/posts/nope', token: admin })).statusCode).toBe(404);
@@ -67,14 +78,19 @@ describe.each(DATABASE_KINDS)('refused credentials in the audit log on %s', (kin
       aggregated.map((row) => ({ interface: row.interface, operation: row.operation, address: row.sourceAddress, count: Number(row.count), decision: row.decision })).sort((a, b) => a.count - b.count),
     ).toEqual([
       { interface: 'oauth', operation: 'token', address: '198.51.100.1', count: 7, decision: 'deny' },
+      { interface: 'oauth', operation: 'token', address: '198.51.100.3', count: 9, decision: 'deny' },
       { interface: 'rest', operation: 'listPosts', address: '198.51.100.2', count: sent['198.51.100.2'], decision: 'deny' },
       { interface: 'rest', operation: 'listPosts', address: '198.51.100.1', count: sent['198.51.100.1'], decision: 'deny' },
     ]);
-    expect(aggregated.reduce((sum, row) => sum + Number(row.count), 0)).toBe(120 + 7);
+    expect(aggregated.reduce((sum, row) => sum + Number(row.count), 0)).toBe(120 + 7 + 9);
+    expect(aggregated.filter((row) => row.interface === 'oauth').map((row) => row.clientId)).toEqual([null, null]);
     for (const row of aggregated) {
       expect(row.requestId).toBeNull();
       expect(Date.parse(row.firstSeen!)).toBeLessThanOrEqual(Date.parse(row.lastSeen!));
+      // Timed when written: the table stays in time order.
+      expect(Date.parse(row.time)).toBeGreaterThanOrEqual(Date.parse(row.lastSeen!));
     }
+    expect(rows.map((row) => row.time)).toEqual([...rows.map((row) => row.time)].sort());
     const single = rows.filter((row) => row.reason !== 'authentication');
     expect(single.map((row) => [row.operation, row.decision, row.reason, row.count])).toEqual([
       ['listPosts', 'allow', 'granted', null],

@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { archiveAuditEvents, ArchiveRefusedError } from '../../src/audit/archive.js';
 import { AuditLog } from '../../src/audit/audit-log.js';
 import { chainHash, GENESIS_HASH } from '../../src/audit/chain.js';
-import { auditSigningKey, CHECKPOINT_TYP, writeCheckpoint, type AuditSigningKey } from '../../src/audit/checkpoints.js';
+import { ARCHIVE_TYP, auditSigningKey, CHECKPOINT_TYP, writeCheckpoint, type AuditSigningKey } from '../../src/audit/checkpoints.js';
 import { verifyAuditChain } from '../../src/audit/verify-chain.js';
 import { liftAppendOnly, sampleDecision, SILENT_LOGGER } from '../helpers/audit.js';
 import { startTestApp } from '../helpers/app.js';
@@ -177,14 +177,45 @@ describe.each(DATABASE_KINDS)('signed audit checkpoints on %s', (kind) => {
 
     it('refuses to archive before any checkpoint, and the database refuses deletion above one', async () => {
       await record(10);
-      await expect(archiveAuditEvents(t.db.kysely, '2999-01-01T00:00:00.000Z', path.join(dir, 'a.jsonl'))).rejects.toBeInstanceOf(ArchiveRefusedError);
+      await expect(archiveAuditEvents(t.db.kysely, key, '2999-01-01T00:00:00.000Z', path.join(dir, 'a.jsonl'))).rejects.toBeInstanceOf(ArchiveRefusedError);
       expect(fs.existsSync(path.join(dir, 'a.jsonl'))).toBe(false);
       await writeCheckpoint(t.db.kysely, key);
       await record(5, 10);
       const all = await rows();
-      await expect(t.db.kysely.deleteFrom('auditEvents').where('seq', '=', all.at(-1)!.seq).execute()).rejects.toThrow(/signed checkpoint/);
+      await expect(t.db.kysely.deleteFrom('auditEvents').where('seq', '=', all.at(-1)!.seq).execute()).rejects.toThrow(/only archived events may be deleted/);
+      // Covered by a checkpoint is not enough: only what an archive record covers may go.
+      await expect(t.db.kysely.deleteFrom('auditEvents').where('seq', '=', all[0]!.seq).execute()).rejects.toThrow(/only archived events may be deleted/);
+      // Nor does a checkpoint row of one's own lift the guard.
+      await t.db.kysely.insertInto('auditCheckpoints').values({ number: 2, headSeq: 999_999, headHash: 'x', eventCount: 0, time: 'x', keyFingerprint: 'x', jws: 'x' }).execute();
+      await expect(t.db.kysely.deleteFrom('auditEvents').execute()).rejects.toThrow(/only archived events may be deleted/);
       await expect(t.db.kysely.updateTable('auditEvents').set({ decision: 'allow' }).where('seq', '=', all[0]!.seq).execute()).rejects.toThrow(/append-only/);
       expect(await rows()).toHaveLength(15);
+    });
+
+    it('finds events removed under a forged archive record, even when the record copies a real one', async () => {
+      await record(40);
+      const checkpoint = (await writeCheckpoint(t.db.kysely, key))!;
+      const all = await rows();
+      // Someone who can write rows (not change the schema) claims events 1..20 were archived, and deletes them.
+      const claims = { upToSeq: all[19]!.seq, lastHash: all[19]!.hash!, eventCount: 20, checkpointNumber: checkpoint.number, archivedAt: '2026-11-23T08:00:00.000Z', keyFingerprint: key.fingerprint };
+      await t.db.kysely.insertInto('auditArchives').values({ ...claims, jws: checkpoint.jws }).execute();
+      await t.db.kysely.deleteFrom('auditEvents').where('seq', '<=', all[19]!.seq).execute();
+      expect(await rows()).toHaveLength(20);
+      expect(await verifyAuditChain(t.db.kysely, { checkpoint: checkpoint.jws, keyFingerprint: key.fingerprint })).toMatchObject({
+        ok: false,
+        brokenAt: { problem: 'signature' },
+        detail: `the archive record up to seq ${all[19]!.seq}: not a ${ARCHIVE_TYP} statement`,
+      });
+      // Signed with a key of their own, planted beside the audit key: refused under the pinned fingerprint.
+      const planted = await generateKeyPair('ES256', { extractable: true });
+      const publicJwk = await exportJWK(planted.publicKey);
+      const fingerprint = await calculateJwkThumbprint(publicJwk);
+      await t.db.kysely.insertInto('auditKeys').values({ kid: fingerprint, publicJwk: JSON.stringify(publicJwk), privateJwkEncrypted: 'x', createdAt: new Date().toISOString() }).execute();
+      const forged = { ...claims, upToSeq: all[20]!.seq, lastHash: all[20]!.hash!, eventCount: 21, keyFingerprint: fingerprint };
+      const jws = await new CompactSign(new TextEncoder().encode(JSON.stringify(forged))).setProtectedHeader({ alg: 'ES256', kid: fingerprint, typ: ARCHIVE_TYP }).sign(planted.privateKey);
+      await t.db.kysely.insertInto('auditArchives').values({ ...forged, jws }).execute();
+      await t.db.kysely.deleteFrom('auditEvents').where('seq', '=', all[20]!.seq).execute();
+      expect(await verifyAuditChain(t.db.kysely, { keyFingerprint: key.fingerprint })).toMatchObject({ ok: false, brokenAt: { problem: 'signature' } });
     });
 
     it('exports and removes old events covered by a checkpoint; what remains still verifies against every checkpoint', async () => {
@@ -194,7 +225,7 @@ describe.each(DATABASE_KINDS)('signed audit checkpoints on %s', (kind) => {
       const first = (await writeCheckpoint(t.db.kysely, key))!;
       await record(10, 40);
       const out = path.join(dir, 'archive.jsonl');
-      const result = await archiveAuditEvents(t.db.kysely, '2021-01-01T00:00:00.000Z', out);
+      const result = await archiveAuditEvents(t.db.kysely, key, '2021-01-01T00:00:00.000Z', out);
       const archivedRows = fs.readFileSync(out, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
       expect(result).toEqual({ archived: 25, upToSeq: archivedRows[25]!.seq, checkpoint: first.number });
       expect(archivedRows[0]).toEqual({ archiveOf: 'portcullis audit events', previousHash: GENESIS_HASH, firstPosition: 1, checkpoint: first.jws });
@@ -210,7 +241,7 @@ describe.each(DATABASE_KINDS)('signed audit checkpoints on %s', (kind) => {
         archived: { events: 25, upToSeq: result.upToSeq, archivedAt: expect.any(String) },
       });
       // Nothing older left: a second run archives nothing and writes no file.
-      expect(await archiveAuditEvents(t.db.kysely, '2021-01-01T00:00:00.000Z', path.join(dir, 'again.jsonl'))).toMatchObject({ archived: 0, upToSeq: null });
+      expect(await archiveAuditEvents(t.db.kysely, key, '2021-01-01T00:00:00.000Z', path.join(dir, 'again.jsonl'))).toMatchObject({ archived: 0, upToSeq: null });
       expect(fs.existsSync(path.join(dir, 'again.jsonl'))).toBe(false);
     });
   });

@@ -49,7 +49,7 @@ describe('credentials in logs and audit records', () => {
     db.close();
     expect(JSON.stringify(rows)).not.toContain(leaks[3]);
     expect(rows.map((row) => ({ clientId: row.client_id, decision: row.decision, reason: row.reason }))).toEqual([
-      { clientId: expect.stringMatching(/^unregistered-[0-9a-f]{16}$/), decision: 'deny', reason: 'authentication' },
+      { clientId: null, decision: 'deny', reason: 'authentication' },
     ]);
   });
 });

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp, type TestUser } from '../helpers/app.js';
 import { DATABASE_KINDS } from '../helpers/databases.js';
@@ -193,6 +194,20 @@ describe.each(DATABASE_KINDS)('Idempotency-Key on POST on %s', (kind) => {
     });
     expect(again.body).not.toContain(secret);
     expect(await t.app.db.kysely.selectFrom('clients').select('id').where('name', '=', body.name).execute()).toHaveLength(1);
+  });
+
+  it('keys the stored request fingerprint, so a password in a body cannot be guessed from the table', async () => {
+    const token = await t.adminClientToken();
+    const body = { email: `fp-${Date.now()}@example.com`, name: 'Fingerprinted', role: 'member', password: 'Summer2026!!-guessable' };
+    const res = await t.request({ method: 'POST', url: '/v1/users', token, headers: { 'idempotency-key': 'fp-key' }, body });
+    expect(res.statusCode).toBe(201);
+    const stored = await t.app.db.kysely.selectFrom('idempotencyKeys').select(['requestHash', 'body']).where('key', '=', 'fp-key').executeTakeFirstOrThrow();
+    // What an attacker reading the table would try: the unkeyed digest of the body as the server saw it.
+    const seen = { ...body, active: true };
+    const guesses = [body, seen].map((b) => createHash('sha256').update(`createUser\n/v1/users\n${JSON.stringify(b)}`).digest('hex'));
+    expect(guesses).not.toContain(stored.requestHash);
+    expect(stored.requestHash).toMatch(/^[0-9a-f]{64}$/);
+    expect(stored.body).not.toContain(body.password);
   });
 
   it('creates one post when the same keyed request arrives twice at once', async () => {

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { auditableClientId, unregisteredClientId, type AuditDecision } from '../../audit/audit-event.js';
+import { auditableClientId, type AuditDecision } from '../../audit/audit-event.js';
 import { findClientByClientId } from '../../storage/clients.js';
 import { NO_STORE_HEADERS } from '../../errors/oauth-renderer.js';
 import type { ClientRecord } from '../../storage/clients.js';
@@ -54,9 +54,11 @@ export function registerTokenEndpoint(scope: FastifyInstance, deps: TokenEndpoin
       authenticated = await authenticateClient(deps.db.kysely, credentials);
     } catch (error) {
       if (error instanceof OAuthError && error.error === 'invalid_client') {
+        // A client_id that names no registered client is not recorded at all: callers swap id and secret
+        // (the secret would land in the log), and one value per request would make each its own aggregate.
         const presented = presentedClientId(credentials);
         const registered = presented !== null && (await findClientByClientId(deps.db.kysely, presented)) !== null;
-        const clientId = registered ? auditableClientId(presented) : unregisteredClientId(presented);
+        const clientId = registered ? auditableClientId(presented) : null;
         decided({ subject: null, clientId, resourceType: null, resourceId: null, decision: 'deny', reason: 'authentication' });
       }
       throw error;

@@ -8,12 +8,17 @@ import type { DialectName } from '../dialect.js';
  * - `audit_keys`: the audit signing key, apart from the token keys (`keys rotate` never prunes it);
  * - `audit_checkpoints`: signed (head seq, head hash, event count, time) records, numbered without gaps;
  * - `audit_archives`: where the chain now starts after old events were exported and removed;
- * - the append-only triggers now let a DELETE through only for events at or below a signed checkpoint
- *   (`audit archive`), never an UPDATE; checkpoints, archives and audit keys are append-only themselves;
- * - client secrets kept for idempotent replays before replays left them out are removed from those rows.
+ * - the append-only triggers now let a DELETE through only for events an archive record covers
+ *   (`audit archive` writes it, signed, in the same transaction), never an UPDATE; checkpoints, archives
+ *   and audit keys are append-only themselves. A database role that can insert a forged archive record
+ *   can delete, but not unseen: `audit verify` checks every archive record's signature;
+ * - idempotency records written before this version are dropped: they may hold a client secret kept for
+ *   a replay, and their request fingerprints were unkeyed SHA-256 over bodies that may hold a password
+ *   (they are a 24-hour cache; a retry of such a request within the day runs again).
  */
 export const auditAggregatesAndCheckpoints = (dialect: DialectName): Migration => ({
   async up(db: Kysely<unknown>) {
+    await sql`delete from idempotency_keys`.execute(db);
     const bigint = dialect === 'postgres' ? 'bigint' : 'integer';
     await db.schema.alterTable('audit_events').addColumn('count', 'integer').execute();
     await db.schema.alterTable('audit_events').addColumn('source_address', 'text').execute();
@@ -46,20 +51,19 @@ export const auditAggregatesAndCheckpoints = (dialect: DialectName): Migration =
       .addColumn('event_count', bigint, (c) => c.notNull())
       .addColumn('checkpoint_number', bigint, (c) => c.notNull())
       .addColumn('archived_at', 'text', (c) => c.notNull())
+      .addColumn('key_fingerprint', 'text', (c) => c.notNull())
+      .addColumn('jws', 'text', (c) => c.notNull())
       .execute();
 
     if (dialect === 'postgres') {
-      await sql`
-        update idempotency_keys set body = (body::jsonb - 'clientSecret')::text
-        where body is not null and body like '%"clientSecret"%'`.execute(db);
       await sql`drop trigger audit_events_append_only on audit_events`.execute(db);
       await sql`
         create function audit_events_archive_only() returns trigger language plpgsql as $$
         begin
-          if old.seq <= coalesce((select max(head_seq) from audit_checkpoints), 0) then
+          if old.seq <= coalesce((select max(up_to_seq) from audit_archives), 0) then
             return old;
           end if;
-          raise exception 'audit_events: only events at or below a signed checkpoint may be archived'
+          raise exception 'audit_events: only archived events may be deleted (audit archive)'
             using errcode = 'insufficient_privilege';
         end
         $$`.execute(db);
@@ -78,14 +82,11 @@ export const auditAggregatesAndCheckpoints = (dialect: DialectName): Migration =
           for each statement execute function audit_events_append_only()`.execute(db);
       }
     } else {
-      await sql`
-        update idempotency_keys set body = json_remove(body, '$.clientSecret')
-        where body is not null and body like '%"clientSecret"%'`.execute(db);
       await sql`drop trigger audit_events_no_delete`.execute(db);
       await sql`
         create trigger audit_events_archive_only before delete on audit_events
-        when old.seq > coalesce((select max(head_seq) from audit_checkpoints), 0)
-        begin select raise(abort, 'audit_events: only events at or below a signed checkpoint may be archived'); end`.execute(db);
+        when old.seq > coalesce((select max(up_to_seq) from audit_archives), 0)
+        begin select raise(abort, 'audit_events: only archived events may be deleted (audit archive)'); end`.execute(db);
       for (const table of ['audit_keys', 'audit_checkpoints', 'audit_archives']) {
         await sql`
           create trigger ${sql.raw(`${table}_no_update`)} before update on ${sql.table(table)}
