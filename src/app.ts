@@ -99,6 +99,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       headersTimeout: Math.min(10, config.http.requestTimeoutSeconds) * 1000,
       requestTimeout: config.http.requestTimeoutSeconds * 1000,
       connectionsCheckingInterval: 1000,
+      requireHostHeader: false,
     },
     clientErrorHandler: clientErrorHandler(security),
     trustProxy: config.http.trustProxy,
@@ -117,6 +118,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       );
     },
   });
+  // RFC 9110 §10.1.1: an expectation other than 100-continue may be refused with 417 or ignored. Node refuses
+  // it with an empty body; ignored, the request is answered as it would be without the field.
+  fastify.server.on('checkExpectation', (request, response) => fastify.server.emit('request', request, response));
   if (!config.http.trustProxy && config.http.maxConnectionsPerAddress > 0) {
     capConnectionsPerAddress(fastify.server, config.http.maxConnectionsPerAddress, security);
   }
@@ -191,6 +195,12 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   fastify.addHook('onRoute', (route) => allowedMethods.add(route.method, route.url));
   fastify.addHook('onRequest', (request, reply, done) => {
     setCommonHeaders(request.id, reply, security);
+    // RFC 9112 §3.2: an HTTP/1.1 request without Host is a 400 — answered here, in the API's shape, since
+    // Node's own refusal (requireHostHeader) is an empty body.
+    if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
+      void sendRestError(reply, new ApiError('VALIDATION_FAILED', 'An HTTP/1.1 request needs a Host header.'));
+      return;
+    }
     done();
   });
 

@@ -13,7 +13,7 @@ const verifyAuditCommand: Command = {
   summary: 'Check the audit hash chain against its signed checkpoints; names the first problem',
   options: {
     checkpoint: { type: 'string', value: 'FILE', description: 'a checkpoint kept elsewhere (as `audit checkpoint` printed it)' },
-    'key-fingerprint': { type: 'string', value: 'F', description: 'the audit key fingerprint you recorded; any other signer fails' },
+    'key-fingerprint': { type: 'string', value: 'F', description: 'the audit key fingerprint you recorded (write --key-fingerprint=F: it may begin with -); any other signer fails' },
     json: JSON_OPTION,
   },
   async run({ options }, { db }) {

@@ -1,29 +1,35 @@
 /**
  * Query parameters that carry credentials. The server refuses every one of them in a URL (tokens go in the
  * Authorization header, secrets in the body), but the request line is logged before that refusal, and a
- * log is read by more people than the database.
+ * log is read by more people than the database. A name is compared after percent-decoding, lower-casing
+ * and dropping everything but letters and digits, and matches when it contains one of these words, so
+ * `access_token`, `Access-Token`, `access_token%20` and `ACCESS%5FTOKEN` are all masked; a few harmless
+ * parameters masked too (a `postcode`) cost nothing.
  */
-const CREDENTIAL_PARAMETERS = new Set([
-  'access_token', 'refresh_token', 'id_token', 'token', 'code', 'code_verifier', 'client_secret', 'password',
-  'assertion', 'client_assertion', 'device_code', 'user_code', 'api_key', 'apikey', 'key', 'secret',
-]);
+const CREDENTIAL_WORDS = ['token', 'secret', 'password', 'passwd', 'code', 'assertion', 'apikey', 'key', 'credential', 'auth', 'session', 'signature'];
 
 export const REDACTED = '[REDACTED]';
 
-/** The URL with the value of every credential-like query parameter replaced (names compared case-insensitively). */
+function isCredentialName(raw: string): boolean {
+  let name: string;
+  try {
+    name = decodeURIComponent(raw.replace(/\+/g, ' '));
+  } catch {
+    name = raw;
+  }
+  const letters = name.toLowerCase().replace(/[^a-z0-9]/g, '');
+  return CREDENTIAL_WORDS.some((word) => letters.includes(word));
+}
+
+/**
+ * The URL with the value of every credential-like parameter replaced: in the query (`&` or `;` separated,
+ * however many `?` start it) and in `;name=value` path parameters, which some servers read as credentials.
+ */
 export function redactUrl(url: string): string {
-  const query = url.indexOf('?');
-  if (query === -1) return url;
-  const pairs = url.slice(query + 1).split('&').map((pair) => {
-    const eq = pair.indexOf('=');
-    const rawName = eq === -1 ? pair : pair.slice(0, eq);
-    let name: string;
-    try {
-      name = decodeURIComponent(rawName.replace(/\+/g, ' '));
-    } catch {
-      name = rawName;
-    }
-    return CREDENTIAL_PARAMETERS.has(name.toLowerCase()) ? `${rawName}=${REDACTED}` : pair;
-  });
-  return `${url.slice(0, query)}?${pairs.join('&')}`;
+  const start = url.search(/[?;]/);
+  if (start === -1) return url;
+  const rest = url.slice(start).replace(/([?&;]+)([^?&;=]*)(=?)([^?&;]*)/g, (whole, separator: string, name: string, eq: string) =>
+    isCredentialName(name) ? `${separator}${name}=${REDACTED}` : whole,
+  );
+  return url.slice(0, start) + rest;
 }

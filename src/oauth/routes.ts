@@ -8,6 +8,7 @@ import { registerTokenEndpoint, type TokenEndpointDeps } from './endpoints/token
 import type { KeyStore } from './keys/key-store.js';
 import { OAuthError } from './oauth-error.js';
 import { rateLimitHeaders, type RateLimiter } from '../limits/rate-limit.js';
+import { mediaTypeParameters, UTF8 } from '../rest/json-body.js';
 import type { TokenService } from './tokens/token-service.js';
 
 export interface OAuthDeps {
@@ -31,8 +32,12 @@ export async function registerOAuth(app: FastifyInstance, deps: OAuthDeps): Prom
   await app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
     // RFC 6749 Appendix B: UTF-8 form encoding. URLSearchParams keeps repeated names visible.
-    scope.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_request, body, done) => {
-      done(null, new URLSearchParams(body as string));
+    scope.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'buffer' }, (request, body, done) => {
+      try {
+        done(null, parseForm(request.headers['content-type'], body as Buffer));
+      } catch (error) {
+        done(error as Error);
+      }
     });
     scope.setErrorHandler(sendOAuthError);
     if (deps.limiter) {
@@ -70,4 +75,27 @@ function translateFastifyError(error: FastifyError): unknown {
   const isClientError = typeof error.code === 'string' && error.code.startsWith('FST_') && (error.statusCode ?? 500) < 500;
   if (!isClientError) return error;
   return new OAuthError('invalid_request', FASTIFY_CLIENT_ERRORS[error.code] ?? 'The request is malformed.');
+}
+
+/**
+ * A form body as RFC 6749 Appendix B defines it: UTF-8 only. Another declared charset is refused (415), and
+ * so is any byte sequence, raw or percent-encoded, that is not UTF-8 (400): URLSearchParams would turn it
+ * into replacement characters and the request would go on with a credential other than the one sent.
+ */
+function parseForm(contentType: string | undefined, body: Buffer): URLSearchParams {
+  const charset = contentType === undefined ? undefined : mediaTypeParameters(contentType).get('charset');
+  if (charset !== undefined && charset.toLowerCase() !== 'utf-8') {
+    throw new OAuthError('invalid_request', `The form must be UTF-8; charset=${charset} is not accepted.`, 415);
+  }
+  let text: string;
+  try {
+    text = UTF8.decode(body);
+  } catch {
+    throw new OAuthError('invalid_request', 'The form is not valid UTF-8.');
+  }
+  const form = new URLSearchParams(text);
+  for (const [name, value] of form) {
+    if (name.includes('\uFFFD') || value.includes('\uFFFD')) throw new OAuthError('invalid_request', 'The form is not valid UTF-8 once percent-decoded.');
+  }
+  return form;
 }

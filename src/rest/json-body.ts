@@ -2,10 +2,11 @@ import sjson from 'secure-json-parse';
 import { ApiError } from '../errors/registry.js';
 import { SUPPORTED_VERSIONS, VENDOR_TYPE } from './versioning.js';
 
-const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
+/** Decodes UTF-8, throwing on any byte sequence that is not UTF-8 (no replacement characters). */
+export const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
 /** `; name=value` parameters of a media type, names lower-cased, quotes removed. */
-function mediaTypeParameters(contentType: string): Map<string, string> {
+export function mediaTypeParameters(contentType: string): Map<string, string> {
   const parameters = new Map<string, string>();
   for (const part of contentType.split(';').slice(1)) {
     const eq = part.indexOf('=');

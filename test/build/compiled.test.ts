@@ -36,7 +36,8 @@ function runWatchingForTypeScript(args: string[]) {
 
 describe('compiled JavaScript for operators', () => {
   it('starts the server and the CLI from node launchers, with the compiler a runtime dependency and tsx not', () => {
-    expect(pkg.scripts.start).toBe('node bin/server.js');
+    // exec: npm's signals (SIGTERM from a supervisor) reach the server, not a shell that would orphan it.
+    expect(pkg.scripts.start).toBe('exec node bin/server.js');
     expect(pkg.scripts.cli).toBe('node bin/portcullis.js');
     expect(pkg.scripts.prepare).toBe('node bin/build.js --link');
     for (const script of ['start', 'cli', 'migrate']) expect(pkg.scripts[script]).not.toMatch(/tsx/);

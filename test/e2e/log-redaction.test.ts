@@ -14,6 +14,12 @@ describe('credentials in logs and audit records', () => {
     );
     expect(redactUrl('/v1/posts')).toBe('/v1/posts');
     expect(redactUrl('/v1/posts?password')).toBe('/v1/posts?password=[REDACTED]');
+    // Names bent so that an exact comparison would miss them, and separators other than one ? and &.
+    expect(redactUrl('/v1/posts??access_token=S1')).toBe('/v1/posts??access_token=[REDACTED]');
+    expect(redactUrl('/v1/posts?x=1&access_token%20=S2&Access-Token=S3')).toBe('/v1/posts?x=1&access_token%20=[REDACTED]&Access-Token=[REDACTED]');
+    expect(redactUrl('/v1/posts?access_token%00=S4')).toBe('/v1/posts?access_token%00=[REDACTED]');
+    expect(redactUrl('/v1/posts;access_token=S5?limit=2')).toBe('/v1/posts;access_token=[REDACTED]?limit=2');
+    expect(redactUrl('/v1/audit-events?since=2026-01-01T00:00:00Z&decision=deny&limit=5')).toBe('/v1/audit-events?since=2026-01-01T00:00:00Z&decision=deny&limit=5');
   });
 
   it('a server process logs neither a token or secret in the URL nor a secret sent as a Basic client_id', async () => {

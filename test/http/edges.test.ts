@@ -112,6 +112,22 @@ describe('HTTP edges on a real socket', () => {
     });
   });
 
+  it('answers an HTTP/1.1 request without Host with 400 in the API shape, and ignores an unknown expectation', async () => {
+    const noHost = await exchange(port, ['GET /v1/rest HTTP/1.1\r\nConnection: close\r\n\r\n']);
+    expect({ status: noHost.status, type: noHost.headers['content-type'], nosniff: noHost.headers['x-content-type-options'], body: JSON.parse(noHost.body) }).toEqual({
+      status: 400,
+      type: JSON_TYPE,
+      nosniff: 'nosniff',
+      body: { error: { code: 'VALIDATION_FAILED', message: 'An HTTP/1.1 request needs a Host header.' } },
+    });
+    const expect417 = await exchange(port, ['GET /v1/rest HTTP/1.1\r\nHost: localhost\r\nExpect: foo\r\nConnection: close\r\n\r\n']);
+    expect({ status: expect417.status, type: expect417.headers['content-type'], nosniff: expect417.headers['x-content-type-options'] }).toEqual({
+      status: 200,
+      type: 'application/json; charset=utf-8',
+      nosniff: 'nosniff',
+    });
+  });
+
   it('caps open connections per address: the one over the cap gets 429 and is closed; a freed slot is usable again', async () => {
     const held = await Promise.all([openIdle(port), openIdle(port), openIdle(port), openIdle(port)]);
     try {
@@ -194,6 +210,26 @@ describe('HTTP edges answered by the application', () => {
       body: { error: { code: 'VALIDATION_FAILED', message: 'The body is not valid UTF-8.' } },
     });
     expect(await postCount()).toBe(before);
+  });
+
+  it('refuses a token request form in another charset (415) or not UTF-8 (400), before any credential is checked', async () => {
+    const form = (contentType: string, payload: string | Buffer) =>
+      t.app.fastify.inject({ method: 'POST', url: '/oauth/token', headers: { 'content-type': contentType }, payload });
+    const latin1 = await form('application/x-www-form-urlencoded; charset=iso-8859-1', 'grant_type=client_credentials&client_id=portcullis-admin&client_secret=x');
+    expect({ status: latin1.statusCode, type: latin1.headers['content-type'], body: latin1.json() }).toEqual({
+      status: 415,
+      type: JSON_TYPE,
+      body: { error: 'invalid_request', error_description: 'The form must be UTF-8; charset=iso-8859-1 is not accepted.' },
+    });
+    const raw = await form('application/x-www-form-urlencoded', Buffer.concat([Buffer.from('grant_type=client_credentials&client_id=portcullis-admin&client_secret='), Buffer.from([0xff])]));
+    expect({ status: raw.statusCode, body: raw.json() }).toEqual({ status: 400, body: { error: 'invalid_request', error_description: 'The form is not valid UTF-8.' } });
+    const encoded = await form('application/x-www-form-urlencoded', 'grant_type=client_credentials&client_id=portcullis-admin&client_secret=%FF');
+    expect({ status: encoded.statusCode, body: encoded.json() }).toEqual({
+      status: 400,
+      body: { error: 'invalid_request', error_description: 'The form is not valid UTF-8 once percent-decoded.' },
+    });
+    const utf8 = await form('application/x-www-form-urlencoded; charset=UTF-8', 'grant_type=client_credentials&client_id=portcullis-admin&client_secret=caf%C3%A9');
+    expect(utf8.statusCode).toBe(401);
   });
 
   it('sends nosniff and, with an https ISSUER, HSTS on every answer: API, errors, OAuth, health', async () => {
