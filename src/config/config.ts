@@ -69,7 +69,7 @@ class Problems {
 function readInt(env: Env, name: string, fallback: number, min: number, max: number, problems: Problems): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
-  if (!/^\d+$/.test(raw)) {
+  if (!/^-?\d+$/.test(raw)) {
     problems.add(name, `must be an integer, got ${JSON.stringify(raw)}`);
     return fallback;
   }

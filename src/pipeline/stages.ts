@@ -66,12 +66,15 @@ function refuseCredential(ex: Exchange, deps: StageDeps, error: unknown): Promis
 }
 
 /**
- * Stage 1, before any token is verified: every request that does not carry a token this server has
- * already verified spends the address's budget, so a flood of forged or random tokens is refused before
- * it costs a signature check or a database read. Hot tokens skip it (their clients have their own budget).
+ * Stage 1, before any token is verified: every request that carries a credential this server has not
+ * verified yet spends the address's budget, so a flood of forged or random tokens is refused before it
+ * costs a signature check or a database read. Hot tokens skip it (their clients have their own budget), and
+ * so do requests without credentials (they cost no verification; the anonymous budget limits them), so
+ * that anonymous traffic from an address behind NAT does not lock out its users' fresh tokens.
  */
 export function limitAddress(ex: Exchange, deps: StageDeps): StageResult {
-  if (hasVerifiedBearer(ex.headers.authorization, deps.tokens)) return;
+  const authorization = ex.headers.authorization;
+  if (authorization === undefined || authorization === '' || hasVerifiedBearer(authorization, deps.tokens)) return;
   return charge(ex, deps.limiter.address.consume(ex.ip), false);
 }
 

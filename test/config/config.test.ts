@@ -41,6 +41,12 @@ describe('configuration', () => {
     expect(problemsOf({ ACCESS_TOKEN_TTL: '299' })).toEqual(['ACCESS_TOKEN_TTL: must be between 300 and 3600, got 299']);
     expect(problemsOf({ ACCESS_TOKEN_TTL: '3601' })).toEqual(['ACCESS_TOKEN_TTL: must be between 300 and 3600, got 3601']);
     expect(loadConfig({ ACCESS_TOKEN_TTL: '3600' }).tokens.accessTokenTtl).toBe(3600);
+    // A negative number is a number out of range, not "not an integer".
+    expect(problemsOf({ REQUEST_TIMEOUT_SECONDS: '-1' })).toEqual(['REQUEST_TIMEOUT_SECONDS: must be between 1 and 300, got -1']);
+    expect(problemsOf({ MAX_CONNECTIONS_PER_ADDRESS: '-5', RATE_LIMIT_ADDRESS_MAX: '0' })).toEqual([
+      'MAX_CONNECTIONS_PER_ADDRESS: must be between 0 and 100000, got -5',
+      'RATE_LIMIT_ADDRESS_MAX: must be between 1 and 1000000, got 0',
+    ]);
   });
 
   it('lists every problem at once', () => {
