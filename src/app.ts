@@ -7,7 +7,7 @@ import { routes } from '../generated/routes.js';
 import { bootstrapIfEmpty, type BootstrapResult } from './bootstrap/first-start.js';
 import type { Config } from './config/config.js';
 import { ApiError } from './errors/registry.js';
-import { capConnectionsPerAddress, clientErrorHandler } from './http/connection-guard.js';
+import { capConnectionsPerAddress, clientErrorHandler, rawErrorResponse } from './http/connection-guard.js';
 import { RateLimiter, rateLimitHeaders } from './limits/rate-limit.js';
 import { KeyStore } from './oauth/keys/key-store.js';
 import { registerOAuth } from './oauth/routes.js';
@@ -55,6 +55,13 @@ function publishSchemaRoute(route: RouteDefinition): RouteDefinition {
   return { ...route, access: { ...route.access, public: true, scopes: [], permission: null } };
 }
 
+/** How many Host fields a request carries (Node keeps only the first in `headers`). */
+function hostFields(rawHeaders: readonly string[]): number {
+  let count = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i]!.length === 4 && rawHeaders[i]!.toLowerCase() === 'host') count++;
+  return count;
+}
+
 /**
  * Headers on every answer, errors included: no MIME sniffing of JSON, and, when the server is reached over
  * https, HSTS (RFC 6797) so that a browser never sends a token over plain http to it again.
@@ -73,6 +80,7 @@ function setCommonHeaders(requestId: string, reply: FastifyReply, security: Read
 /** Wiring only: storage, token service, policy, the REST pipeline, the authorization server, health. */
 export async function buildApp(config: Config, options: BuildOptions = {}): Promise<App> {
   const security = securityHeaders(config.issuer);
+  let closing = false;
   const fastify = Fastify({
     logger: {
       level: config.logLevel,
@@ -104,7 +112,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     clientErrorHandler: clientErrorHandler(security),
     trustProxy: config.http.trustProxy,
     genReqId: () => randomUUID(),
-    return503OnClosing: true,
+    // While closing, new requests on open connections are refused by the hook below, in the API's shape.
+    return503OnClosing: false,
     forceCloseConnections: 'idle',
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
     // URLs the router cannot even parse (bad percent-encoding, an over-long path segment) get the API's
@@ -117,6 +126,11 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         badUrl ? new ApiError('VALIDATION_FAILED', 'The request URL is not valid: bad percent-encoding or a path segment over 200 characters.') : error,
       );
     },
+  });
+  // CONNECT (a proxy's method) reaches Node's 'connect' event, not Fastify: without a listener the socket is
+  // dropped without an answer.
+  fastify.server.on('connect', (_request, socket: import('node:net').Socket) => {
+    socket.end(rawErrorResponse('METHOD_NOT_ALLOWED', security));
   });
   // RFC 9110 §10.1.1: an expectation other than 100-continue may be refused with 417 or ignored. Node refuses
   // it with an empty body; ignored, the request is answered as it would be without the field.
@@ -195,10 +209,15 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   fastify.addHook('onRoute', (route) => allowedMethods.add(route.method, route.url));
   fastify.addHook('onRequest', (request, reply, done) => {
     setCommonHeaders(request.id, reply, security);
-    // RFC 9112 §3.2: an HTTP/1.1 request without Host is a 400 — answered here, in the API's shape, since
-    // Node's own refusal (requireHostHeader) is an empty body.
-    if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
-      void sendRestError(reply, new ApiError('VALIDATION_FAILED', 'An HTTP/1.1 request needs a Host header.'));
+    // RFC 9112 §3.2: an HTTP/1.1 request without Host, or with two, is a 400 — answered here, in the API's
+    // shape, since Node's own refusal (requireHostHeader) is an empty body and it keeps the first of two.
+    if (request.raw.httpVersion === '1.1' && hostFields(request.raw.rawHeaders) !== 1) {
+      void sendRestError(reply, new ApiError('VALIDATION_FAILED', 'An HTTP/1.1 request needs exactly one Host header.'));
+      return;
+    }
+    if (closing) {
+      reply.header('connection', 'close');
+      void sendRestError(reply, new ApiError('UNAVAILABLE', 'The server is shutting down; retry.', { headers: { 'retry-after': '1' } }));
       return;
     }
     done();
@@ -255,6 +274,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     bootstrap,
     async close() {
       // Stop taking requests and drain in-flight ones, then flush the audit log, then the database.
+      closing = true;
       await fastify.close();
       await invalidations.stop();
       await maintenance.stop();

@@ -45,9 +45,10 @@ export class AuditLog {
 
   record(decision: AuditDecision): void {
     const now = Date.now();
-    // Only callers nobody has authenticated are aggregated: an authenticated caller's refusals stay one
-    // event each, and its budget is its client's.
-    if (decision.decision === 'deny' && decision.reason === 'authentication' && decision.subject === null) {
+    // Denials of callers nobody has authenticated (refused credentials; at the token endpoint also a
+    // public client refused a grant, which needs no secret) are aggregated: anyone can cause them. An
+    // authenticated caller's refusals stay one event each, and its budget is its client's.
+    if (decision.decision === 'deny' && decision.subject === null) {
       this.#failures.add(decision, now);
       if (!this.#failureWindow) {
         this.#failureWindow = setTimeout(() => this.#closeFailureWindow(), this.options.failureWindowMs);

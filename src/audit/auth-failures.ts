@@ -13,8 +13,9 @@ interface Group {
 }
 
 /**
- * Refused credentials (a bad, expired or forged token, a client that failed to authenticate, a token sent
- * in the URL) counted per source address, interface and operation over a window, then written as one
+ * Denials of unauthenticated callers (a bad, expired or forged token, a client that failed to
+ * authenticate, a token sent in the URL, a grant refused to a public client) counted per source address,
+ * interface, operation and reason over a window, then written as one
  * event each: anonymous callers cannot grow the audit table by one row per request, and every decision is
  * still accounted for (the counts add up to the requests refused). At most `maxGroups` addresses are
  * told apart per window; beyond that, refusals are counted under no address.
@@ -31,11 +32,11 @@ export class AuthFailureAggregator {
   add(decision: AuditDecision, now: number): void {
     let address = decision.sourceAddress != null && ADDRESS.test(decision.sourceAddress) ? decision.sourceAddress : null;
     // A registered client that failed to authenticate stays named: a guessing run against one client shows.
-    let key = `${decision.interface}\u0000${decision.operation}\u0000${address ?? ''}\u0000${decision.clientId ?? ''}`;
+    let key = `${decision.interface}\u0000${decision.operation}\u0000${decision.reason}\u0000${address ?? ''}\u0000${decision.clientId ?? ''}`;
     let group = this.#groups.get(key);
     if (!group && this.#groups.size >= this.maxGroups) {
       address = null;
-      key = `${decision.interface}\u0000${decision.operation}\u0000\u0000`;
+      key = `${decision.interface}\u0000${decision.operation}\u0000${decision.reason}\u0000\u0000`;
       group = this.#groups.get(key);
     }
     if (group) {
@@ -64,7 +65,7 @@ export class AuthFailureAggregator {
         resourceType: null,
         resourceId: null,
         decision: 'deny',
-        reason: 'authentication',
+        reason: decision.reason,
         count,
         sourceAddress,
         firstSeen: isoTime(firstSeen),

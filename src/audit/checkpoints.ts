@@ -31,27 +31,43 @@ export interface AuditSigningKey {
   privateKey: CryptoKey;
 }
 
-/** The audit key, created on first use. Several may exist (two processes racing); the oldest signs. */
+/**
+ * The audit key, created on first use. Several may exist (two processes racing, or a row planted by
+ * someone who can write the table): the oldest one whose private part decrypts under
+ * KEY_ENCRYPTION_SECRET signs, so a planted row can neither sign nor stop the server.
+ */
 export async function auditSigningKey(db: Kysely<Database>, keyEncryptionSecret: string): Promise<AuditSigningKey> {
   const encryptionKey = deriveEncryptionKey(keyEncryptionSecret);
-  let row = await db.selectFrom('auditKeys').selectAll().orderBy('createdAt').orderBy('kid').limit(1).executeTakeFirst();
-  if (!row) {
-    const pair = await generateKeyPair(ALG, { extractable: true });
-    const publicJwk = await exportJWK(pair.publicKey);
-    const kid = await calculateJwkThumbprint(publicJwk);
-    await db
-      .insertInto('auditKeys')
-      .values({
-        kid,
-        publicJwk: JSON.stringify(publicJwk),
-        privateJwkEncrypted: encryptPrivateJwk(await exportJWK(pair.privateKey), kid, encryptionKey),
-        createdAt: new Date().toISOString(),
-      })
-      .execute();
-    row = await db.selectFrom('auditKeys').selectAll().orderBy('createdAt').orderBy('kid').limit(1).executeTakeFirstOrThrow();
-  }
-  const privateKey = (await importJWK(decryptPrivateJwk(row.privateJwkEncrypted, row.kid, encryptionKey) as JWK, ALG, { extractable: false })) as CryptoKey;
-  return { fingerprint: row.kid, privateKey };
+  const usable = async (): Promise<AuditSigningKey | null> => {
+    for (const row of await db.selectFrom('auditKeys').selectAll().orderBy('createdAt').orderBy('kid').execute()) {
+      let jwk: JWK;
+      try {
+        jwk = decryptPrivateJwk(row.privateJwkEncrypted, row.kid, encryptionKey) as JWK;
+      } catch {
+        continue;
+      }
+      const privateKey = (await importJWK(jwk, ALG, { extractable: false })) as CryptoKey;
+      // The fingerprint of the public key stored beside it: a row whose two halves differ is not used.
+      if ((await calculateJwkThumbprint(JSON.parse(row.publicJwk) as JWK)) !== row.kid) continue;
+      return { fingerprint: row.kid, privateKey };
+    }
+    return null;
+  };
+  const existing = await usable();
+  if (existing) return existing;
+  const pair = await generateKeyPair(ALG, { extractable: true });
+  const publicJwk = await exportJWK(pair.publicKey);
+  const kid = await calculateJwkThumbprint(publicJwk);
+  await db
+    .insertInto('auditKeys')
+    .values({
+      kid,
+      publicJwk: JSON.stringify(publicJwk),
+      privateJwkEncrypted: encryptPrivateJwk(await exportJWK(pair.privateKey), kid, encryptionKey),
+      createdAt: new Date().toISOString(),
+    })
+    .execute();
+  return (await usable())!;
 }
 
 /** The public audit keys by fingerprint (recomputed from the key, never read from the kid column alone). */

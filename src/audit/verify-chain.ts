@@ -25,7 +25,7 @@ interface Counts {
   checkpoints: number;
   /** Events after the newest checkpoint: nothing vouches for them yet. */
   uncovered: number;
-  /** Fingerprints of the audit keys that signed the checkpoints. */
+  /** Fingerprints of the audit keys that signed the checkpoints and archive records. */
   keyFingerprints: string[];
   /**
    * Where the chain starts when old events were archived (`audit archive`): removing history is what an
@@ -109,6 +109,7 @@ export async function verifyAuditChain(db: Kysely<Database>, options: VerifyOpti
     if (options.keyFingerprint !== undefined && signed.keyFingerprint !== options.keyFingerprint) {
       return fail('unexpected-key', `${where} is signed by key ${signed.keyFingerprint}, not ${options.keyFingerprint}`);
     }
+    if (!counts.keyFingerprints.includes(signed.keyFingerprint)) counts.keyFingerprints.push(signed.keyFingerprint);
     const covering = checkpoints[signed.checkpointNumber - 1];
     if (!covering || covering.headSeq < signed.upToSeq) return fail('checkpoint', `${where} names checkpoint ${signed.checkpointNumber}, which does not cover it`);
     archive = signed;

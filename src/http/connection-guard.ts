@@ -20,6 +20,7 @@ const MESSAGES: Partial<Record<ErrorCode, string>> = {
   HEADERS_TOO_LARGE: 'The request headers are too large.',
   VALIDATION_FAILED: 'The request is not valid HTTP/1.1.',
   RATE_LIMITED: 'Too many open connections from this address.',
+  METHOD_NOT_ALLOWED: 'CONNECT is not served here: this is not a proxy.',
 };
 
 /** A whole HTTP/1.1 response in the API's error shape, closing the connection. */

@@ -25,7 +25,9 @@ function isCredentialName(raw: string): boolean {
  * The URL with the value of every credential-like parameter replaced: in the query (`&` or `;` separated,
  * however many `?` start it) and in `;name=value` path parameters, which some servers read as credentials.
  */
-export function redactUrl(url: string): string {
+export function redactUrl(original: string): string {
+  // An absolute-form request target (RFC 9112 §3.2.2) may carry user:password@ before the host.
+  const url = original.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/?#@]*@/i, `$1${REDACTED}@`);
   const start = url.search(/[?;]/);
   if (start === -1) return url;
   const rest = url.slice(start).replace(/([?&;]+)([^?&;=]*)(=?)([^?&;]*)/g, (whole, separator: string, name: string, eq: string) =>

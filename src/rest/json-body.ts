@@ -12,7 +12,11 @@ export function mediaTypeParameters(contentType: string): Map<string, string> {
     const eq = part.indexOf('=');
     if (eq === -1) continue;
     const value = part.slice(eq + 1).trim();
-    parameters.set(part.slice(0, eq).trim().toLowerCase(), value.startsWith('"') && value.endsWith('"') ? value.slice(1, -1) : value);
+    const name = part.slice(0, eq).trim().toLowerCase();
+    const unquoted = value.startsWith('"') && value.endsWith('"') ? value.slice(1, -1) : value;
+    // A parameter given twice with two values means neither: the value is one no check accepts.
+    const previous = parameters.get(name);
+    parameters.set(name, previous === undefined || previous.toLowerCase() === unquoted.toLowerCase() ? unquoted : `${previous}, ${unquoted}`);
   }
   return parameters;
 }

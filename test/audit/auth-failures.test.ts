@@ -66,6 +66,25 @@ describe.each(DATABASE_KINDS)('refused credentials in the audit log on %s', (kin
       });
       expect(res.statusCode).toBe(401);
     }
+    // A public client needs no secret: anyone can have the token endpoint refuse it a grant, so those
+    // denials are aggregated too.
+    const spa = await t.request({
+      method: 'POST',
+      url: '/v1/clients',
+      token: admin,
+      body: { name: 'SPA', type: 'public', redirectUris: ['https://spa.example/cb'], grantTypes: ['authorization_code'], scopes: ['read:posts'], role: 'member' },
+    });
+    expect(spa.statusCode, spa.body).toBe(201);
+    for (let i = 0; i < 5; i++) {
+      const res = await t.app.fastify.inject({
+        method: 'POST',
+        url: '/oauth/token',
+        remoteAddress: '198.51.100.4',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        payload: `grant_type=client_credentials&client_id=${spa.json().clientId}`,
+      });
+      expect(res.statusCode).toBe(400);
+    }
     // Decisions that are not refused credentials stay one event each.
     expect((await t.request({ url: '/v1/posts', token: admin })).statusCode).toBe(200);
     expect((await t.request({ url: '/v1/posts/nope', token: admin })).statusCode).toBe(404);
@@ -73,17 +92,18 @@ describe.each(DATABASE_KINDS)('refused credentials in the audit log on %s', (kin
     await new Promise((resolve) => setTimeout(resolve, 1300));
     await t.app.audit.flush();
     const rows = await t.database.db.kysely.selectFrom('auditEvents').selectAll().where('seq', '>', before).orderBy('seq').execute();
-    const aggregated = rows.filter((row) => row.reason === 'authentication');
+    const aggregated = rows.filter((row) => row.count !== null);
     expect(
-      aggregated.map((row) => ({ interface: row.interface, operation: row.operation, address: row.sourceAddress, count: Number(row.count), decision: row.decision })).sort((a, b) => a.count - b.count),
+      aggregated.map((row) => ({ interface: row.interface, operation: row.operation, address: row.sourceAddress, count: Number(row.count), decision: row.decision, reason: row.reason })).sort((a, b) => a.count - b.count),
     ).toEqual([
-      { interface: 'oauth', operation: 'token', address: '198.51.100.1', count: 7, decision: 'deny' },
-      { interface: 'oauth', operation: 'token', address: '198.51.100.3', count: 9, decision: 'deny' },
-      { interface: 'rest', operation: 'listPosts', address: '198.51.100.2', count: sent['198.51.100.2'], decision: 'deny' },
-      { interface: 'rest', operation: 'listPosts', address: '198.51.100.1', count: sent['198.51.100.1'], decision: 'deny' },
+      { interface: 'oauth', operation: 'token', address: '198.51.100.4', count: 5, decision: 'deny', reason: 'grant' },
+      { interface: 'oauth', operation: 'token', address: '198.51.100.1', count: 7, decision: 'deny', reason: 'authentication' },
+      { interface: 'oauth', operation: 'token', address: '198.51.100.3', count: 9, decision: 'deny', reason: 'authentication' },
+      { interface: 'rest', operation: 'listPosts', address: '198.51.100.2', count: sent['198.51.100.2'], decision: 'deny', reason: 'authentication' },
+      { interface: 'rest', operation: 'listPosts', address: '198.51.100.1', count: sent['198.51.100.1'], decision: 'deny', reason: 'authentication' },
     ]);
-    expect(aggregated.reduce((sum, row) => sum + Number(row.count), 0)).toBe(120 + 7 + 9);
-    expect(aggregated.filter((row) => row.interface === 'oauth').map((row) => row.clientId)).toEqual([null, null]);
+    expect(aggregated.reduce((sum, row) => sum + Number(row.count), 0)).toBe(120 + 7 + 9 + 5);
+    expect(aggregated.filter((row) => row.reason === 'authentication' && row.interface === 'oauth').map((row) => row.clientId)).toEqual([null, null]);
     for (const row of aggregated) {
       expect(row.requestId).toBeNull();
       expect(Date.parse(row.firstSeen!)).toBeLessThanOrEqual(Date.parse(row.lastSeen!));
@@ -91,8 +111,9 @@ describe.each(DATABASE_KINDS)('refused credentials in the audit log on %s', (kin
       expect(Date.parse(row.time)).toBeGreaterThanOrEqual(Date.parse(row.lastSeen!));
     }
     expect(rows.map((row) => row.time)).toEqual([...rows.map((row) => row.time)].sort());
-    const single = rows.filter((row) => row.reason !== 'authentication');
+    const single = rows.filter((row) => row.count === null);
     expect(single.map((row) => [row.operation, row.decision, row.reason, row.count])).toEqual([
+      ['createClient', 'allow', 'granted', null],
       ['listPosts', 'allow', 'granted', null],
       ['getPost', 'deny', 'resource', null],
     ]);

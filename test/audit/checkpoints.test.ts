@@ -276,3 +276,26 @@ describe.each(DATABASE_KINDS)('a running server signs checkpoints on %s', (kind)
     }
   });
 });
+
+describe('the audit tables on sqlite refuse INSERT OR REPLACE', () => {
+  it('so that rows cannot be removed by inserting over them, and a planted audit key neither signs nor stops anything', async () => {
+    const t = await createTestDatabase('sqlite');
+    try {
+      const log = new AuditLog(t.db, SILENT_LOGGER, { maxBatch: 50, flushMs: 5 });
+      for (let i = 0; i < 3; i++) log.record(sampleDecision(i));
+      await log.close();
+      const [first] = await t.db.kysely.selectFrom('auditEvents').selectAll().orderBy('seq').execute();
+      const replace = sql`insert or replace into audit_events (seq, id, time, interface, operation, decision, reason) values (${first!.seq}, 'other-id', 'x', 'rest', 'x', 'allow', 'public')`;
+      await expect(replace.execute(t.db.kysely)).rejects.toThrow(/may not be replaced/);
+      const byId = sql`insert or replace into audit_events (id, time, interface, operation, decision, reason) values (${first!.id}, 'x', 'rest', 'x', 'allow', 'public')`;
+      await expect(byId.execute(t.db.kysely)).rejects.toThrow(/may not be replaced/);
+      expect(await verifyAuditChain(t.db.kysely)).toMatchObject({ ok: true, events: 3 });
+
+      const key = await auditSigningKey(t.db.kysely, SECRET);
+      await t.db.kysely.insertInto('auditKeys').values({ kid: 'planted', publicJwk: '{}', privateJwkEncrypted: 'junk', createdAt: new Date(0).toISOString() }).execute();
+      expect((await auditSigningKey(t.db.kysely, SECRET)).fingerprint).toBe(key.fingerprint);
+    } finally {
+      await t.drop();
+    }
+  });
+});

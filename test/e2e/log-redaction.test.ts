@@ -13,6 +13,7 @@ describe('credentials in logs and audit records', () => {
       '/v1/posts?limit=5&access_token=[REDACTED]&Client_Secret=[REDACTED]&ACCESS%5FTOKEN=[REDACTED]&code=[REDACTED]&status=draft',
     );
     expect(redactUrl('/v1/posts')).toBe('/v1/posts');
+    expect(redactUrl('http://user:S6@host/v1/rest?limit=1')).toBe('http://[REDACTED]@host/v1/rest?limit=1');
     expect(redactUrl('/v1/posts?password')).toBe('/v1/posts?password=[REDACTED]');
     // Names bent so that an exact comparison would miss them, and separators other than one ? and &.
     expect(redactUrl('/v1/posts??access_token=S1')).toBe('/v1/posts??access_token=[REDACTED]');

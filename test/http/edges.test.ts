@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app.js';
@@ -118,13 +119,28 @@ describe('HTTP edges on a real socket', () => {
       status: 400,
       type: JSON_TYPE,
       nosniff: 'nosniff',
-      body: { error: { code: 'VALIDATION_FAILED', message: 'An HTTP/1.1 request needs a Host header.' } },
+      body: { error: { code: 'VALIDATION_FAILED', message: 'An HTTP/1.1 request needs exactly one Host header.' } },
     });
     const expect417 = await exchange(port, ['GET /v1/rest HTTP/1.1\r\nHost: localhost\r\nExpect: foo\r\nConnection: close\r\n\r\n']);
     expect({ status: expect417.status, type: expect417.headers['content-type'], nosniff: expect417.headers['x-content-type-options'] }).toEqual({
       status: 200,
       type: 'application/json; charset=utf-8',
       nosniff: 'nosniff',
+    });
+  });
+
+  it('answers two Host headers with 400 and CONNECT with 405, in the API shape', async () => {
+    const twoHosts = await exchange(port, ['GET /v1/rest HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\nConnection: close\r\n\r\n']);
+    expect({ status: twoHosts.status, nosniff: twoHosts.headers['x-content-type-options'], body: JSON.parse(twoHosts.body) }).toEqual({
+      status: 400,
+      nosniff: 'nosniff',
+      body: { error: { code: 'VALIDATION_FAILED', message: 'An HTTP/1.1 request needs exactly one Host header.' } },
+    });
+    const connect = await exchange(port, ['CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: 127.0.0.1:22\r\n\r\n']);
+    expect({ status: connect.status, nosniff: connect.headers['x-content-type-options'], body: JSON.parse(connect.body) }).toEqual({
+      status: 405,
+      nosniff: 'nosniff',
+      body: { error: { code: 'METHOD_NOT_ALLOWED', message: 'CONNECT is not served here: this is not a proxy.' } },
     });
   });
 
@@ -145,6 +161,41 @@ describe('HTTP edges on a real socket', () => {
       expect(served.status).toBe(200);
     } finally {
       for (const socket of held) socket.destroy();
+    }
+  });
+});
+
+describe('a request that arrives while the server shuts down', () => {
+  it('is refused with 503 UNAVAILABLE in the API shape, and the one in flight completes', async () => {
+    const t = await startTestApp('sqlite');
+    try {
+      await t.app.fastify.listen({ host: '127.0.0.1', port: 0 });
+      const port = (t.app.fastify.server.address() as net.AddressInfo).port;
+      const token = await t.adminClientToken();
+      const body = JSON.stringify({ title: 'During shutdown', body: 'x', status: 'draft' });
+      const socket = net.connect(port, '127.0.0.1');
+      let raw = '';
+      socket.on('data', (data) => (raw += data.toString('utf8')));
+      const ended = new Promise((resolve) => socket.on('close', resolve));
+      await new Promise((resolve) => socket.on('connect', resolve));
+      socket.write(`POST /v1/posts HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const closed = t.app.close();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      socket.write(`${body.slice(5)}GET /v1/rest HTTP/1.1\r\nHost: localhost\r\n\r\n`);
+      await closed;
+      await Promise.race([ended, new Promise((resolve) => setTimeout(resolve, 3000))]);
+      socket.destroy();
+      const responses = raw.split(/(?=HTTP\/1\.1 )/).map((part) => parse(part, 0));
+      expect(responses.map((r) => r.status)).toEqual([201, 503]);
+      expect({ nosniff: responses[1]!.headers['x-content-type-options'], retryAfter: responses[1]!.headers['retry-after'], body: JSON.parse(responses[1]!.body) }).toEqual({
+        nosniff: 'nosniff',
+        retryAfter: '1',
+        body: { error: { code: 'UNAVAILABLE', message: 'The server is shutting down; retry.' } },
+      });
+    } finally {
+      await t.database.drop();
+      fs.rmSync(t.dataDir, { recursive: true, force: true });
     }
   });
 });
@@ -186,6 +237,8 @@ describe('HTTP edges answered by the application', () => {
       body: { error: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'The request body must be UTF-8 JSON; charset=iso-8859-1 is not accepted.' } },
     });
     expect(await postCount()).toBe(0);
+    const twice = await post('application/json; charset=latin1; charset=utf-8', JSON.stringify({ title: 'caf\u00e9', body: 'x' }));
+    expect(twice.statusCode).toBe(415);
     const utf8 = await post('application/json; charset="UTF-8"', JSON.stringify({ title: 'caf\u00e9', body: 'x' }));
     expect(utf8.statusCode, utf8.body).toBe(201);
   });

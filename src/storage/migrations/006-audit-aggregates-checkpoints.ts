@@ -87,6 +87,15 @@ export const auditAggregatesAndCheckpoints = (dialect: DialectName): Migration =
         create trigger audit_events_archive_only before delete on audit_events
         when old.seq > coalesce((select max(up_to_seq) from audit_archives), 0)
         begin select raise(abort, 'audit_events: only archived events may be deleted (audit archive)'); end`.execute(db);
+      // INSERT OR REPLACE deletes the row it clashes with without firing a delete trigger (recursive_triggers
+      // is off per connection): an insert that would replace a row is refused instead.
+      const keys: Record<string, string> = { audit_events: 'seq = new.seq or id = new.id', audit_keys: 'kid = new.kid', audit_checkpoints: 'number = new.number', audit_archives: 'up_to_seq = new.up_to_seq' };
+      for (const [table, clash] of Object.entries(keys)) {
+        await sql`
+          create trigger ${sql.raw(`${table}_no_replace`)} before insert on ${sql.table(table)}
+          when exists (select 1 from ${sql.table(table)} where ${sql.raw(clash)})
+          begin select raise(abort, ${sql.lit(`${table} is append-only: a row may not be replaced`)}); end`.execute(db);
+      }
       for (const table of ['audit_keys', 'audit_checkpoints', 'audit_archives']) {
         await sql`
           create trigger ${sql.raw(`${table}_no_update`)} before update on ${sql.table(table)}
