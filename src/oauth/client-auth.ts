@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { UTF8 } from '../rest/json-body.js';
 import { findClientByClientId, type ClientRecord, type ClientWithSecret } from '../storage/clients.js';
 import type { Database } from '../storage/schema.js';
 import { OAuthError } from './oauth-error.js';
@@ -81,7 +82,13 @@ async function verifyClientSecret(db: Kysely<Database>, clientId: string, secret
 function parseBasicCredentials(header: string): { clientId: string; secret: string } {
   const match = /^Basic +([A-Za-z0-9+/]+={0,2}) *$/i.exec(header);
   if (!match) throw rejectClient('The Authorization header must use the Basic scheme.');
-  const decoded = Buffer.from(match[1]!, 'base64').toString('utf8');
+  let decoded: string;
+  try {
+    // Not UTF-8 is malformed, not a credential made of replacement characters.
+    decoded = UTF8.decode(Buffer.from(match[1]!, 'base64'));
+  } catch {
+    throw rejectClient('The Basic credentials are malformed.');
+  }
   const colon = decoded.indexOf(':');
   const clientId = colon > 0 ? decodeFormComponent(decoded.slice(0, colon)) : null;
   const secret = colon > 0 ? decodeFormComponent(decoded.slice(colon + 1)) : null;

@@ -128,6 +128,12 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
       expectError(response, 401, 'invalid_client', 'The Authorization header must use the Basic scheme.');
     });
 
+    it('Basic credentials that are not UTF-8, rather than a secret of replacement characters', async () => {
+      const bytes = Buffer.concat([Buffer.from(`${service.client.clientId}:`), Buffer.from([0xff, 0xfe])]).toString('base64');
+      const response = await requestToken({ grant_type: 'client_credentials' }, { authorization: `Basic ${bytes}` });
+      expectError(response, 401, 'invalid_client', 'The Basic credentials are malformed.');
+    });
+
     it('both client authentication methods at once', async () => {
       const response = await requestToken(
         { grant_type: 'client_credentials', client_id: service.client.clientId, client_secret: service.secret },
