@@ -4,6 +4,7 @@ import { renderOAuthError } from '../errors/oauth-renderer.js';
 import type { Db } from '../storage/dialect.js';
 import { registerDiscovery } from './endpoints/discovery.js';
 import { registerJwks } from './endpoints/jwks.js';
+import { registerRevocationEndpoint } from './endpoints/revoke.js';
 import { registerTokenEndpoint, type TokenEndpointDeps } from './endpoints/token.js';
 import type { KeyStore } from './keys/key-store.js';
 import { OAuthError } from './oauth-error.js';
@@ -54,6 +55,7 @@ export async function registerOAuth(app: FastifyInstance, deps: OAuthDeps): Prom
       });
     }
     registerTokenEndpoint(scope, deps);
+    registerRevocationEndpoint(scope, deps);
     registerDiscovery(scope, deps);
     registerJwks(scope, deps);
   });

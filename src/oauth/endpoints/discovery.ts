@@ -25,6 +25,9 @@ export function buildMetadata(deps: DiscoveryDeps): Record<string, unknown> {
     response_types_supported: [],
     grant_types_supported: [...SUPPORTED_GRANT_TYPES],
     token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+    revocation_endpoint: `${issuer}/oauth/revoke`,
+    // A public client names itself with client_id alone (RFC 7009 §2.1, RFC 8414 §2).
+    revocation_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'none'],
   };
 }
 

@@ -36,6 +36,33 @@ const REFUSALS: Readonly<Partial<Record<OAuthErrorCode, AuditDecision['reason']>
 
 export const SUPPORTED_GRANT_TYPES: readonly string[] = Object.freeze(Object.keys(GRANTS));
 
+export type RecordDecision = (decision: Omit<AuditDecision, 'requestId' | 'interface' | 'operation'>) => void;
+
+/**
+ * Client authentication at an OAuth endpoint (RFC 6749 §2.3), its failure recorded as a decision. A client_id
+ * that names no registered client is not recorded at all: callers swap id and secret (the secret would land
+ * in the log), and one value per request would make each its own aggregate.
+ */
+export async function authenticateAudited(
+  deps: TokenEndpointDeps,
+  authorization: string | undefined,
+  params: FormParams,
+  decided: RecordDecision,
+): Promise<AuthenticatedClient> {
+  const credentials = { authorization, params };
+  try {
+    return await authenticateClient(deps.db.kysely, credentials);
+  } catch (error) {
+    if (error instanceof OAuthError && error.error === 'invalid_client') {
+      const presented = presentedClientId(credentials);
+      const registered = presented !== null && (await findClientByClientId(deps.db.kysely, presented)) !== null;
+      const clientId = registered ? auditableClientId(presented) : null;
+      decided({ subject: null, clientId, resourceType: null, resourceId: null, decision: 'deny', reason: 'authentication' });
+    }
+    throw error;
+  }
+}
+
 /** POST /oauth/token (RFC 6749 §3.2): authenticate the client, run its grant, answer per §5.1. */
 export function registerTokenEndpoint(scope: FastifyInstance, deps: TokenEndpointDeps): void {
   scope.post('/oauth/token', async (request, reply) => {
@@ -46,24 +73,9 @@ export function registerTokenEndpoint(scope: FastifyInstance, deps: TokenEndpoin
     if (!grant) throw new OAuthError('unsupported_grant_type', 'The grant_type is not supported by this server.');
     // Malformed requests end above without a decision; from here on each request is allowed or refused, and
     // the audit log records which (seed, Authorization rule 8), never with a secret or the token itself.
-    const decided = (decision: Omit<AuditDecision, 'requestId' | 'interface' | 'operation'>) =>
+    const decided: RecordDecision = (decision) =>
       deps.audit.record({ requestId: request.id, interface: 'oauth', operation: 'token', sourceAddress: request.ip, ...decision });
-    const credentials = { authorization: request.headers.authorization, params };
-    let authenticated: AuthenticatedClient;
-    try {
-      authenticated = await authenticateClient(deps.db.kysely, credentials);
-    } catch (error) {
-      if (error instanceof OAuthError && error.error === 'invalid_client') {
-        // A client_id that names no registered client is not recorded at all: callers swap id and secret
-        // (the secret would land in the log), and one value per request would make each its own aggregate.
-        const presented = presentedClientId(credentials);
-        const registered = presented !== null && (await findClientByClientId(deps.db.kysely, presented)) !== null;
-        const clientId = registered ? auditableClientId(presented) : null;
-        decided({ subject: null, clientId, resourceType: null, resourceId: null, decision: 'deny', reason: 'authentication' });
-      }
-      throw error;
-    }
-    const { client } = authenticated;
+    const { client } = await authenticateAudited(deps, request.headers.authorization, params, decided);
     let issued: Issued;
     try {
       issued = await grant(client, params, deps);

@@ -32,6 +32,8 @@ describe.each(DATABASE_KINDS)('discovery and JWKS on %s', (kind) => {
       response_types_supported: [],
       grant_types_supported: ['client_credentials'],
       token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+      revocation_endpoint: `${ISSUER}/oauth/revoke`,
+      revocation_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'none'],
     });
   });
 

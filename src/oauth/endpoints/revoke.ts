@@ -1,0 +1,40 @@
+import type { FastifyInstance } from 'fastify';
+import { NO_STORE_HEADERS } from '../../errors/oauth-renderer.js';
+import { OAuthError } from '../oauth-error.js';
+import { isInvalidTokenError } from '../tokens/invalid-token-error.js';
+import { authenticateAudited, readFormParams, type RecordDecision, type TokenEndpointDeps } from './token.js';
+
+/**
+ * POST /oauth/revoke (RFC 7009): the client that holds an access token ends it. The client authenticates as at the
+ * token endpoint; a token it was not issued is refused (§2.1); a token that is unknown, expired or already
+ * revoked is answered 200 like a revoked one (§2.2), so the endpoint tells nobody which strings were tokens.
+ * Revocation marks the token's row and records an invalidation: every instance refuses it within a second,
+ * every string of it included (both encodings of an ECDSA signature).
+ */
+export function registerRevocationEndpoint(scope: FastifyInstance, deps: TokenEndpointDeps): void {
+  scope.post('/oauth/revoke', async (request, reply) => {
+    const params = readFormParams(request.body);
+    const token = params.token;
+    if (token === undefined || token === '') throw new OAuthError('invalid_request', 'token is required.');
+    // `token_type_hint` is only a hint (§2.1: a server searches all its token types anyway); the only
+    // tokens this server issues are access tokens.
+    const decided: RecordDecision = (decision) =>
+      deps.audit.record({ requestId: request.id, interface: 'oauth', operation: 'revoke', sourceAddress: request.ip, ...decision });
+    const { client } = await authenticateAudited(deps, request.headers.authorization, params, decided);
+    let verified;
+    try {
+      verified = await deps.tokens.verifyAccessToken(token);
+    } catch (error) {
+      if (!isInvalidTokenError(error)) throw error;
+      decided({ subject: null, clientId: client.clientId, resourceType: 'token', resourceId: null, decision: 'allow', reason: 'granted' });
+      return reply.headers(NO_STORE_HEADERS).send();
+    }
+    if (verified.clientId !== client.clientId || verified.clientRegistrationId !== client.id) {
+      decided({ subject: null, clientId: client.clientId, resourceType: 'token', resourceId: verified.jti, decision: 'deny', reason: 'resource' });
+      throw new OAuthError('unauthorized_client', 'The token was not issued to this client.');
+    }
+    await deps.tokens.revokeToken(verified.jti);
+    decided({ subject: verified.subject, clientId: client.clientId, resourceType: 'token', resourceId: verified.jti, decision: 'allow', reason: 'granted' });
+    return reply.headers(NO_STORE_HEADERS).send();
+  });
+}
