@@ -12,6 +12,7 @@ import { RateLimiter, rateLimitHeaders } from './limits/rate-limit.js';
 import { KeyStore } from './oauth/keys/key-store.js';
 import { registerOAuth } from './oauth/routes.js';
 import { InvalidationFeed } from './oauth/tokens/invalidation-feed.js';
+import type { InvalidationKind } from './storage/invalidations.js';
 import { TokenService } from './oauth/tokens/token-service.js';
 import type { OperationDeps } from './operations/types.js';
 import { AuditLog } from './audit/audit-log.js';
@@ -158,21 +159,22 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const keys = await KeyStore.open(db, config);
   const tokens = new TokenService({ db, config, keys });
   const subjects = new SubjectDirectory(db.kysely);
+  // What this process cached about a changed token, user or client (storage/invalidations.ts says which).
+  const forgetCached = (kind: InvalidationKind, target: string): void => {
+    if (kind === 'token') {
+      tokens.evictJti(target);
+      return;
+    }
+    subjects.forget(target);
+    if (kind === 'user') tokens.evictSubject(target, 'user');
+    else tokens.evictClient(target);
+  };
   // Revocations, deactivations, deletions, role and scope changes made by any process on this database.
   const invalidations = new InvalidationFeed(
     db.kysely,
     {
       apply(events) {
-        for (const { kind, target } of events) {
-          if (kind === 'token') tokens.evictJti(target);
-          else if (kind === 'user') {
-            subjects.forget(target);
-            tokens.evictSubject(target, 'user');
-          } else {
-            subjects.forget(target);
-            tokens.evictClient(target);
-          }
-        }
+        for (const { kind, target } of events) forgetCached(kind, target);
       },
       reset() {
         subjects.clear();
@@ -198,9 +200,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     graphqlSdl: fs.readFileSync(GRAPHQL_SDL, 'utf8'),
     invalidateSubject(subject) {
       // What the invalidation feed does for every process, done at once for this one.
-      subjects.forget(subject);
-      tokens.evictSubject(subject, 'user');
-      tokens.evictClient(subject);
+      forgetCached('user', subject);
+      forgetCached('client', subject);
     },
   };
 

@@ -72,7 +72,7 @@ export async function verifyAuditChain(db: Kysely<Database>, options: VerifyOpti
     } catch (error) {
       return fail('signature', `checkpoint ${stored.number}: ${(error as Error).message}`);
     }
-    if (!sameClaims(signed, stored)) return fail('signature', `checkpoint ${stored.number}: its columns differ from what was signed`);
+    if (!sameFields(signed, stored, CHECKPOINT_FIELDS)) return fail('signature', `checkpoint ${stored.number}: its columns differ from what was signed`);
     if (options.keyFingerprint !== undefined && signed.keyFingerprint !== options.keyFingerprint) {
       return fail('unexpected-key', `checkpoint ${signed.number} is signed by key ${signed.keyFingerprint}, not ${options.keyFingerprint}`);
     }
@@ -104,8 +104,7 @@ export async function verifyAuditChain(db: Kysely<Database>, options: VerifyOpti
     } catch (error) {
       return fail('signature', `${where}: ${(error as Error).message}`);
     }
-    const columns: (keyof typeof signed)[] = ['upToSeq', 'lastHash', 'eventCount', 'checkpointNumber', 'archivedAt', 'keyFingerprint'];
-    if (columns.some((column) => String(signed[column]) !== String(row[column]))) return fail('signature', `${where}: its columns differ from what was signed`);
+    if (!sameFields(signed, row, ARCHIVE_FIELDS)) return fail('signature', `${where}: its columns differ from what was signed`);
     if (options.keyFingerprint !== undefined && signed.keyFingerprint !== options.keyFingerprint) {
       return fail('unexpected-key', `${where} is signed by key ${signed.keyFingerprint}, not ${options.keyFingerprint}`);
     }
@@ -150,8 +149,11 @@ export async function verifyAuditChain(db: Kysely<Database>, options: VerifyOpti
   return { ok: true, ...counts };
 }
 
-function sameClaims(a: Checkpoint, b: Checkpoint): boolean {
-  return (
-    a.number === b.number && a.headSeq === b.headSeq && a.headHash === b.headHash && a.eventCount === b.eventCount && a.time === b.time && a.keyFingerprint === b.keyFingerprint
-  );
+/** The signed fields of a checkpoint and of an archive record: each must equal its stored column. */
+const CHECKPOINT_FIELDS = ['number', 'headSeq', 'headHash', 'eventCount', 'time', 'keyFingerprint'] as const;
+const ARCHIVE_FIELDS = ['upToSeq', 'lastHash', 'eventCount', 'checkpointNumber', 'archivedAt', 'keyFingerprint'] as const;
+
+function sameFields<K extends string>(signed: Record<K, unknown>, stored: Record<K, unknown>, fields: readonly K[]): boolean {
+  // Compared as text: a PostgreSQL bigint and the number that was signed are the same value.
+  return fields.every((field) => String(signed[field]) === String(stored[field]));
 }

@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { UTF8 } from '../rest/json-body.js';
+import { UTF8 } from '../http/body-encoding.js';
 import { findClientByClientId, type ClientRecord, type ClientWithSecret } from '../storage/clients.js';
 import type { Database } from '../storage/schema.js';
 import { OAuthError } from './oauth-error.js';

@@ -9,7 +9,7 @@ import { registerTokenEndpoint, type TokenEndpointDeps } from './endpoints/token
 import type { KeyStore } from './keys/key-store.js';
 import { OAuthError } from './oauth-error.js';
 import { rateLimitHeaders, type RateLimiter } from '../limits/rate-limit.js';
-import { mediaTypeParameters, UTF8 } from '../rest/json-body.js';
+import { foreignCharset, mediaTypeParameters, UTF8 } from '../http/body-encoding.js';
 import type { TokenService } from './tokens/token-service.js';
 
 export interface OAuthDeps {
@@ -85,8 +85,8 @@ function translateFastifyError(error: FastifyError): unknown {
  * into replacement characters and the request would go on with a credential other than the one sent.
  */
 function parseForm(contentType: string | undefined, body: Buffer): URLSearchParams {
-  const charset = contentType === undefined ? undefined : mediaTypeParameters(contentType).get('charset');
-  if (charset !== undefined && charset.toLowerCase() !== 'utf-8') {
+  const charset = contentType === undefined ? null : foreignCharset(mediaTypeParameters(contentType));
+  if (charset !== null) {
     throw new OAuthError('invalid_request', `The form must be UTF-8; charset=${charset} is not accepted.`, 415);
   }
   let text: string;

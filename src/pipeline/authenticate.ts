@@ -62,7 +62,7 @@ export function authenticate(input: AuthenticationInput, deps: AuthenticateDeps)
 
 /** Whether the header carries, in the usual form, a token this server has verified and still caches. */
 export function hasVerifiedBearer(authorization: string | undefined, tokens: TokenService): boolean {
-  return authorization !== undefined && authorization.startsWith('Bearer ') && tokens.cachedAccessToken(authorization.slice(7)) !== null;
+  return authorization !== undefined && authorization.startsWith('Bearer ') && tokens.hasCachedAccessToken(authorization.slice(7));
 }
 
 /** The principal from caches alone (token, subject and client all known), or undefined. */

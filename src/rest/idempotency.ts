@@ -24,12 +24,6 @@ function withoutSecrets(response: HandlerResponse): unknown {
 }
 
 /**
- * `Idempotency-Key` on POST (draft-ietf-httpapi-idempotency-key-header): the same key and body replay the
- * first response; the same key with another body is 422; a key still in flight is 409. Keys are scoped to
- * the client and the subject and kept for 24 hours. Failed first attempts release the key. A response's
- * secrets are never stored: its replay answers without them.
- */
-/**
  * The key of the request fingerprint's HMAC. A request body may hold a password (POST /v1/users): an
  * unkeyed SHA-256 of it in `idempotency_keys` would let anyone who reads the table guess the password at
  * hash speed, around scrypt. Derived from KEY_ENCRYPTION_SECRET, which the database never holds.
@@ -38,6 +32,12 @@ export function idempotencyHashKey(keyEncryptionSecret: string): Buffer {
   return Buffer.from(hkdfSync('sha256', keyEncryptionSecret, 'portcullis/idempotency', 'request fingerprint v1', 32));
 }
 
+/**
+ * `Idempotency-Key` on POST (draft-ietf-httpapi-idempotency-key-header): the same key and body replay the
+ * first response; the same key with another body is 422; a key still in flight is 409. Keys are scoped to
+ * the client and the subject and kept for 24 hours. Failed first attempts release the key. A response's
+ * secrets are never stored: its replay answers without them.
+ */
 export function runIdempotent(
   db: Kysely<Database>,
   hashKey: Buffer,

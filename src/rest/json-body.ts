@@ -1,25 +1,7 @@
 import sjson from 'secure-json-parse';
 import { ApiError } from '../errors/registry.js';
+import { foreignCharset, mediaTypeParameters, UTF8 } from '../http/body-encoding.js';
 import { SUPPORTED_VERSIONS, VENDOR_TYPE } from './versioning.js';
-
-/** Decodes UTF-8, throwing on any byte sequence that is not UTF-8 (no replacement characters). */
-export const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
-
-/** `; name=value` parameters of a media type, names lower-cased, quotes removed. */
-export function mediaTypeParameters(contentType: string): Map<string, string> {
-  const parameters = new Map<string, string>();
-  for (const part of contentType.split(';').slice(1)) {
-    const eq = part.indexOf('=');
-    if (eq === -1) continue;
-    const value = part.slice(eq + 1).trim();
-    const name = part.slice(0, eq).trim().toLowerCase();
-    const unquoted = value.startsWith('"') && value.endsWith('"') ? value.slice(1, -1) : value;
-    // A parameter given twice with two values means neither: the value is one no check accepts.
-    const previous = parameters.get(name);
-    parameters.set(name, previous === undefined || previous.toLowerCase() === unquoted.toLowerCase() ? unquoted : `${previous}, ${unquoted}`);
-  }
-  return parameters;
-}
 
 /**
  * What the body's Content-Type says beyond its type: JSON is UTF-8 (RFC 8259 §8.1), so another charset is
@@ -29,8 +11,8 @@ export function mediaTypeParameters(contentType: string): Map<string, string> {
 export function checkBodyMediaType(contentType: string | undefined): void {
   if (contentType === undefined) return;
   const parameters = mediaTypeParameters(contentType);
-  const charset = parameters.get('charset');
-  if (charset !== undefined && charset.toLowerCase() !== 'utf-8') {
+  const charset = foreignCharset(parameters);
+  if (charset !== null) {
     throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `The request body must be UTF-8 JSON; charset=${charset} is not accepted.`);
   }
   const version = parameters.get('version');

@@ -43,6 +43,12 @@ export class VerifiedTokenCache {
     return entry;
   }
 
+  /** Whether the token is cached and unexpired, without counting as a use (the LRU order is left as it is). */
+  has(token: string): boolean {
+    const entry = this.#entries.get(token);
+    return entry !== undefined && this.#clock() < entry.expiresAt * 1000;
+  }
+
   set(token: string, verified: VerifiedToken): void {
     if (this.#capacity <= 0) return;
     this.#entries.delete(token);
