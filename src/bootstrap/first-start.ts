@@ -64,6 +64,8 @@ export async function bootstrapIfEmpty(db: Db, config: Config, scopes: readonly 
           accessTokenTtl: config.tokens.accessTokenTtl,
           firstParty: true,
           legacy: false,
+          postLogoutRedirectUris: [],
+          idTokenSignedResponseAlg: 'RS256',
         },
         now,
       );

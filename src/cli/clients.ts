@@ -99,7 +99,7 @@ const createClientCommand: Command = {
     const clientId = body.clientId ?? `client-${newId()}`;
     let client: ClientWithSecret;
     try {
-      client = await insertClient(db.kysely, { ...body, id: newId(), clientId, secretHash: secret === null ? null : digestSecret(secret) }, nowIso());
+      client = await insertClient(db.kysely, { postLogoutRedirectUris: [], idTokenSignedResponseAlg: 'RS256', ...body, id: newId(), clientId, secretHash: secret === null ? null : digestSecret(secret) }, nowIso());
     } catch (error) {
       if (isUniqueViolation(error)) throw new Error(`a client with client_id ${clientId} already exists`);
       throw error;
@@ -132,7 +132,7 @@ const listClientsCommand: Command = {
         client_id: c.clientId,
         name: c.name,
         type: c.type,
-        role: c.role,
+        role: c.role ?? '-',
         grants: c.grantTypes.join(','),
         scopes: c.scopes.join(' '),
         format: c.accessTokenFormat,

@@ -72,6 +72,8 @@ export const createClient: Handler<'createClient'> = async ({ body }, { deps }) 
     accessTokenTtl: body.accessTokenTtl ?? 600,
     firstParty: body.firstParty ?? false,
     legacy: body.legacy ?? false,
+    postLogoutRedirectUris: [] as string[],
+    idTokenSignedResponseAlg: 'RS256' as const,
   };
   try {
     await deps.db.transaction().execute(async (trx) => {

@@ -71,6 +71,8 @@ export class SubjectDirectory {
 
   async #loadClient(clientId: string): Promise<SubjectStatus | null> {
     const row = await this.db.selectFrom('clients').select(['id', 'role', 'scopes']).where('clientId', '=', clientId).executeTakeFirst();
-    return row ? { id: row.id, role: row.role, active: true, scopes: new Set(JSON.parse(row.scopes) as string[]) } : null;
+    // A client without a role cannot act on its own behalf: tokens naming it as their subject are refused.
+    if (!row || row.role === null) return null;
+    return { id: row.id, role: row.role, active: true, scopes: new Set(JSON.parse(row.scopes) as string[]) };
   }
 }

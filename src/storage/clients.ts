@@ -4,6 +4,7 @@ import type { ClientsTable, Database } from './schema.js';
 
 export type ClientType = 'confidential' | 'public';
 export type TokenFormat = 'jwt' | 'opaque';
+export type IdTokenAlg = 'RS256' | 'ES256';
 
 /** An OAuth client as the domain sees it (the secret digest stays in storage). */
 export interface ClientRecord {
@@ -14,11 +15,14 @@ export interface ClientRecord {
   redirectUris: string[];
   grantTypes: string[];
   scopes: string[];
-  role: string;
+  /** Only a client that may use client credentials acts on its own behalf, and so holds a role. */
+  role: string | null;
   accessTokenFormat: TokenFormat;
   accessTokenTtl: number;
   firstParty: boolean;
   legacy: boolean;
+  postLogoutRedirectUris: string[];
+  idTokenSignedResponseAlg: IdTokenAlg;
   createdAt: string;
   updatedAt: string;
 }
@@ -42,6 +46,8 @@ export function toClientRecord(row: Selectable<ClientsTable>): ClientWithSecret 
     accessTokenTtl: row.accessTokenTtl,
     firstParty: Boolean(row.firstParty),
     legacy: Boolean(row.legacy),
+    postLogoutRedirectUris: JSON.parse(row.postLogoutRedirectUris) as string[],
+    idTokenSignedResponseAlg: row.idTokenSignedResponseAlg as IdTokenAlg,
     createdAt: row.createdAt,
     updatedAt: row.updatedAt,
   };
@@ -64,6 +70,8 @@ export function clientRow(client: NewClient, createdAt: string, updatedAt: strin
     accessTokenTtl: client.accessTokenTtl,
     firstParty: client.firstParty,
     legacy: client.legacy,
+    postLogoutRedirectUris: JSON.stringify(client.postLogoutRedirectUris),
+    idTokenSignedResponseAlg: client.idTokenSignedResponseAlg,
     createdAt,
     updatedAt,
   };

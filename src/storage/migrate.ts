@@ -6,6 +6,7 @@ import { auditChain } from './migrations/003-audit-chain.js';
 import { emailCaseInsensitive } from './migrations/004-email-case-insensitive.js';
 import { tokenBindingAndInvalidations } from './migrations/005-token-binding-and-invalidations.js';
 import { auditAggregatesAndCheckpoints } from './migrations/006-audit-aggregates-checkpoints.js';
+import { userSignIn } from './migrations/007-user-sign-in.js';
 
 /** The ordered migration set. Names sort in application order; never rename or edit a shipped one. */
 function migrationsFor(db: Db): Record<string, Migration> {
@@ -16,6 +17,7 @@ function migrationsFor(db: Db): Record<string, Migration> {
     '004-email-case-insensitive': emailCaseInsensitive,
     '005-token-binding-and-invalidations': tokenBindingAndInvalidations(db.dialect),
     '006-audit-aggregates-checkpoints': auditAggregatesAndCheckpoints(db.dialect),
+    '007-user-sign-in': userSignIn(db.dialect),
   };
 }
 

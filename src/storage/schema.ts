@@ -44,13 +44,18 @@ export interface ClientsTable {
   redirectUris: string;
   grantTypes: string;
   scopes: string;
-  role: string;
+  /** The role a client acting on its own behalf (client credentials) holds; null for user-facing clients. */
+  role: string | null;
   accessTokenFormat: string;
   accessTokenTtl: number;
   firstParty: boolean | number;
   legacy: boolean | number;
   createdAt: string;
   updatedAt: string;
+  /** JSON array: where RP-initiated logout may send the browser back to. */
+  postLogoutRedirectUris: string;
+  /** RS256 (the default every OpenID Connect client can verify) or ES256. */
+  idTokenSignedResponseAlg: string;
 }
 
 export interface SigningKeysTable {
@@ -77,6 +82,90 @@ export interface AccessTokensTable {
   revokedAt: string | null;
   /** `clients.id` of the registration the token was issued to (null: its client was gone at migration). */
   clientRegistrationId: string | null;
+  /** The user's grant the token came from (code exchange, device approval, refresh family); null for client credentials. */
+  grantId: string | null;
+}
+
+/** A browser's sign-in; `id` is the SHA-256 digest of the session cookie. */
+export interface LoginSessionsTable {
+  id: string;
+  userId: string;
+  authTime: string;
+  createdAt: string;
+  expiresAt: string;
+  revokedAt: string | null;
+}
+
+/** An authorization or device request waiting for the user; `id` is the digest of the id the browser holds. */
+export interface InteractionsTable {
+  id: string;
+  /** Digest of the browser cookie the interaction was started with: another browser cannot continue it. */
+  browserHash: string;
+  kind: string;
+  /** JSON: the validated request. */
+  params: string;
+  createdAt: string;
+  expiresAt: string;
+  completedAt: string | null;
+}
+
+export interface ConsentsTable {
+  userId: string;
+  clientRegistrationId: string;
+  clientId: string;
+  /** Space-separated, sorted. */
+  scopes: string;
+  grantedAt: string;
+}
+
+export interface AuthorizationCodesTable {
+  codeHash: string;
+  grantId: string;
+  clientId: string;
+  clientRegistrationId: string;
+  userId: string;
+  redirectUri: string;
+  codeChallenge: string | null;
+  scopes: string;
+  nonce: string | null;
+  authTime: string;
+  issuedAt: string;
+  expiresAt: string;
+  redeemedAt: string | null;
+}
+
+export interface RefreshTokensTable {
+  tokenHash: string;
+  /** Every token rotated from the same grant; equals the grant id its access tokens carry. */
+  familyId: string;
+  clientId: string;
+  clientRegistrationId: string;
+  userId: string;
+  scopes: string;
+  authTime: string;
+  issuedAt: string;
+  expiresAt: string;
+  /** Set when the token was exchanged for its successor; presenting it again is reuse. */
+  rotatedAt: string | null;
+  revokedAt: string | null;
+}
+
+export interface DeviceCodesTable {
+  deviceCodeHash: string;
+  /** Normalised: eight letters, no dash, upper case. */
+  userCode: string;
+  grantId: string;
+  clientId: string;
+  clientRegistrationId: string;
+  scopes: string;
+  /** pending, approved, denied, redeemed. */
+  status: string;
+  userId: string | null;
+  authTime: string | null;
+  intervalSeconds: number;
+  lastPolledAt: string | null;
+  createdAt: string;
+  expiresAt: string;
 }
 
 /** One revocation, deactivation, deletion, role or scope change; servers follow `seq` (invalidation-feed.ts). */
@@ -169,4 +258,10 @@ export interface Database {
   auditKeys: AuditKeysTable;
   auditCheckpoints: AuditCheckpointsTable;
   auditArchives: AuditArchivesTable;
+  loginSessions: LoginSessionsTable;
+  interactions: InteractionsTable;
+  consents: ConsentsTable;
+  authorizationCodes: AuthorizationCodesTable;
+  refreshTokens: RefreshTokensTable;
+  deviceCodes: DeviceCodesTable;
 }

@@ -33,6 +33,8 @@ export async function createClient(db: Db, overrides: Partial<NewClient> = {}): 
     grantTypes: ['client_credentials'],
     scopes: ['read:posts', 'write:posts'],
     role: 'member',
+    postLogoutRedirectUris: [],
+    idTokenSignedResponseAlg: 'RS256',
     accessTokenFormat: 'jwt',
     accessTokenTtl: 600,
     firstParty: false,

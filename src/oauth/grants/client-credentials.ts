@@ -18,7 +18,8 @@ const SCOPE = /^[\x21\x23-\x5b\x5d-\x7e]+( [\x21\x23-\x5b\x5d-\x7e]+)*$/;
  * only when registered for it; the token's subject is the client itself.
  */
 export function grantClientCredentials(client: ClientRecord, params: Readonly<{ scope?: string }>): ClientCredentialsGrant {
-  if (client.type !== 'confidential' || !client.grantTypes.includes(CLIENT_CREDENTIALS)) {
+  // A client acts on its own behalf only with a role to act in (registration requires one with this grant).
+  if (client.type !== 'confidential' || !client.grantTypes.includes(CLIENT_CREDENTIALS) || client.role === null) {
     throw new OAuthError('unauthorized_client', 'The client is not allowed to use the client_credentials grant.');
   }
   return { subject: client.clientId, subjectType: 'client', scopes: selectScopes(client, params.scope) };

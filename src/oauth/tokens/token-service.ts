@@ -23,6 +23,8 @@ export interface IssueAccessTokenInput {
   subjectType: SubjectType;
   scopes: string[];
   grantType: string;
+  /** The user's grant the token belongs to (authorization_codes/refresh_tokens/device_codes); null for client credentials. */
+  grantId?: string | null;
 }
 
 export interface IssuedAccessToken {
@@ -98,6 +100,7 @@ export class TokenService {
       issuedAt: toIso(iat),
       expiresAt: toIso(exp),
       revokedAt: null,
+      grantId: input.grantId ?? null,
     });
     return { accessToken, tokenType: 'Bearer', expiresIn, scope, jti };
   }

@@ -16,6 +16,8 @@ const client: ClientRecord = {
   accessTokenTtl: 600,
   firstParty: false,
   legacy: false,
+  postLogoutRedirectUris: [],
+  idTokenSignedResponseAlg: 'RS256',
   createdAt: '2024-01-01T00:00:00.000Z',
   updatedAt: '2024-01-01T00:00:00.000Z',
 };
