@@ -637,10 +637,10 @@ export interface components {
             /** @enum {string} */
             decision: "allow" | "deny";
             /**
-             * @description The check that decided: `public`, `authenticated`, `granted` or `resource` for allows; `authentication`, `scope`, `role` or `resource` for denials, and `grant` when the token endpoint refuses a client a grant type it is not registered for.
+             * @description The check that decided: `public`, `authenticated`, `granted` or `resource` for allows; `authentication`, `scope`, `role` or `resource` for denials, `grant` when the authorization server refuses a client a grant type it is not registered for or a grant that is not valid, `consent` when the user declined, and `reuse` when a used authorization code or rotated refresh token came back (its whole grant is revoked). New values may be added.
              * @enum {string}
              */
-            reason: "public" | "authenticated" | "granted" | "resource" | "authentication" | "scope" | "role" | "grant";
+            reason: "public" | "authenticated" | "granted" | "resource" | "authentication" | "scope" | "role" | "grant" | "consent" | "reuse";
             /**
              * Format: int64
              * @description For an aggregated event, the number of decisions it stands for: refused credentials (`deny`, `authentication`) are counted per source address and written as one event per window. Null for an event that is one decision.
@@ -652,6 +652,8 @@ export interface components {
             firstSeen: components["schemas"]["Timestamp"] | null;
             /** @description The last decision an aggregated event counts; null for one decision. */
             lastSeen: components["schemas"]["Timestamp"] | null;
+            /** @description The scopes a sign-in decision was about, space-separated: those a user consented to or declined, or those of an issued authorization code or token. Null for other decisions. */
+            scopes: string | null;
             /** @description SHA-256 over this event and the previous event's hash (hex). */
             hash: string;
         };

@@ -14356,6 +14356,7 @@ export const routes: readonly RouteDefinition[] = [
                   "sourceAddress",
                   "firstSeen",
                   "lastSeen",
+                  "scopes",
                   "hash"
                 ],
                 "properties": {
@@ -14441,7 +14442,7 @@ export const routes: readonly RouteDefinition[] = [
                   },
                   "reason": {
                     "type": "string",
-                    "description": "The check that decided: `public`, `authenticated`, `granted` or `resource` for allows; `authentication`, `scope`, `role` or `resource` for denials, and `grant` when the token endpoint refuses a client a grant type it is not registered for.",
+                    "description": "The check that decided: `public`, `authenticated`, `granted` or `resource` for allows; `authentication`, `scope`, `role` or `resource` for denials, `grant` when the authorization server refuses a client a grant type it is not registered for or a grant that is not valid, `consent` when the user declined, and `reuse` when a used authorization code or rotated refresh token came back (its whole grant is revoked). New values may be added.",
                     "enum": [
                       "public",
                       "authenticated",
@@ -14450,7 +14451,9 @@ export const routes: readonly RouteDefinition[] = [
                       "authentication",
                       "scope",
                       "role",
-                      "grant"
+                      "grant",
+                      "consent",
+                      "reuse"
                     ]
                   },
                   "count": {
@@ -14499,6 +14502,15 @@ export const routes: readonly RouteDefinition[] = [
                       }
                     ],
                     "description": "The last decision an aggregated event counts; null for one decision."
+                  },
+                  "scopes": {
+                    "type": [
+                      "string",
+                      "null"
+                    ],
+                    "description": "The scopes a sign-in decision was about, space-separated: those a user consented to or declined, or those of an issued authorization code or token. Null for other decisions.",
+                    "maxLength": 2048,
+                    "pattern": "^[\\x21\\x23-\\x5B\\x5D-\\x7E]+( [\\x21\\x23-\\x5B\\x5D-\\x7E]+)*$"
                   },
                   "hash": {
                     "type": "string",

@@ -9,6 +9,7 @@ import type { Config } from './config/config.js';
 import { ApiError } from './errors/registry.js';
 import { capConnectionsPerAddress, clientErrorHandler, rawErrorResponse } from './http/connection-guard.js';
 import { RateLimiter, rateLimitHeaders } from './limits/rate-limit.js';
+import { SignInThrottle } from './limits/sign-in-throttle.js';
 import { KeyStore } from './oauth/keys/key-store.js';
 import { registerOAuth } from './oauth/routes.js';
 import { InvalidationFeed } from './oauth/tokens/invalidation-feed.js';
@@ -165,6 +166,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       tokens.evictJti(target);
       return;
     }
+    if (kind === 'grant') {
+      tokens.evictGrant(target);
+      return;
+    }
     subjects.forget(target);
     if (kind === 'user') tokens.evictSubject(target, 'user');
     else tokens.evictClient(target);
@@ -237,7 +242,18 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     operations,
     idempotencyHashKey: idempotencyHashKey(config.keyEncryptionSecret),
   });
-  await registerOAuth(fastify, { db, audit, config, keys, tokens, scopes: apiScopes, limiter });
+  await registerOAuth(fastify, {
+    db,
+    audit,
+    config,
+    keys,
+    tokens,
+    scopes: apiScopes,
+    limiter,
+    throttle: new SignInThrottle(),
+    scopeDescriptions: policy.scopes,
+    forgetUser: (userId) => forgetCached('user', userId),
+  });
 
   fastify.get('/healthz', async (_request, reply) => reply.header('cache-control', 'no-store').send({ status: 'ok' }));
   fastify.get('/readyz', async (_request, reply) => {

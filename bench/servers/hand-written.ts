@@ -81,6 +81,7 @@ app.addHook('onResponse', (request, _reply, done) => {
     sourceAddress: null,
     firstSeen: null,
     lastSeen: null,
+    scopes: null,
   });
   if (pending.length >= 200) flush();
   done();

@@ -18,6 +18,8 @@ export interface AuditDecision {
   reason: Contract['reason'];
   /** The caller's address; kept only on aggregated events (a refused credential is counted per address). */
   sourceAddress?: string | null;
+  /** The scopes a consent, authorization code or token decision was about (space-separated). */
+  scopes?: string | null;
 }
 
 /** How many decisions one aggregated event stands for, from where, and over which time (else all null). */
@@ -29,9 +31,10 @@ export interface AuditAggregate {
 }
 
 /** A decision with its event id and time, waiting to be appended to the chain. */
-export interface AuditEvent extends Omit<AuditDecision, 'sourceAddress'>, AuditAggregate {
+export interface AuditEvent extends Omit<AuditDecision, 'sourceAddress' | 'scopes'>, AuditAggregate {
   id: string;
   time: string;
+  scopes: string | null;
 }
 
 // A denial can come before validation: only what has the contract's shape of an id goes into a record.

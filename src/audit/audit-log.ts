@@ -73,6 +73,7 @@ export class AuditLog {
       sourceAddress: null,
       firstSeen: null,
       lastSeen: null,
+      scopes: decision.scopes ?? null,
     };
     this.#append(event);
   }

@@ -70,6 +70,7 @@ export class AuthFailureAggregator {
         sourceAddress,
         firstSeen: isoTime(firstSeen),
         lastSeen: isoTime(lastSeen),
+        scopes: null,
       });
     }
     this.#groups.clear();

@@ -29,5 +29,7 @@ export function chainHash(prevHash: string, event: ChainedFields): string {
   // Aggregated events cover their count, address and times too; a single decision hashes as it always has,
   // so events written before aggregation existed still verify.
   if (event.count !== null) fields.push(event.count, event.sourceAddress, event.firstSeen, event.lastSeen);
+  // Likewise the scopes of a sign-in decision (consent, code, token), present only on those.
+  if (event.scopes != null) fields.push('scopes', event.scopes);
   return hash('sha256', JSON.stringify(fields), 'hex');
 }

@@ -21,6 +21,12 @@ export interface Config {
     readonly clockSkew: number;
     readonly cacheSize: number;
   };
+  readonly signIn: {
+    /** Seconds a browser stays signed in to the authorization server's pages. */
+    readonly sessionTtl: number;
+    /** RFC 6749 §4.3, for legacy clients only (the client's `legacy` flag is required too). */
+    readonly passwordGrant: boolean;
+  };
   readonly http: {
     readonly bodyLimit: number;
     readonly trustProxy: boolean;
@@ -85,6 +91,14 @@ function readBool(env: Env, name: string, fallback: boolean, problems: Problems)
   if (raw === 'false' || raw === '0') return false;
   problems.add(name, `must be true or false, got ${JSON.stringify(raw)}`);
   return fallback;
+}
+
+function readEnabled(env: Env, name: string, problems: Problems): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '' || raw === 'disabled') return false;
+  if (raw === 'enabled') return true;
+  problems.add(name, `must be enabled or disabled, got ${JSON.stringify(raw)}`);
+  return false;
 }
 
 function readString(env: Env, name: string): string | null {
@@ -157,6 +171,10 @@ export function loadConfig(env: Env = process.env): Config {
       maxTokenLength: readInt(env, 'MAX_TOKEN_LENGTH', 4096, 512, 16384, problems),
       clockSkew: readInt(env, 'TOKEN_CLOCK_SKEW', 30, 0, 300, problems),
       cacheSize: readInt(env, 'TOKEN_CACHE_SIZE', 10000, 0, 1_000_000, problems),
+    },
+    signIn: {
+      sessionTtl: readInt(env, 'SESSION_TTL', 12 * 3600, 300, 30 * 86400, problems),
+      passwordGrant: readEnabled(env, 'OAUTH_PASSWORD_GRANT', problems),
     },
     http: {
       bodyLimit: readInt(env, 'BODY_LIMIT', 64 * 1024, 1024, 10 * 1024 * 1024, problems),

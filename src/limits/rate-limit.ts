@@ -39,6 +39,18 @@ export class RateLimitPolicy {
     }
   }
 
+  /** The key's state without spending from it: `allowed` is false while its budget is spent. */
+  async peek(key: string): Promise<RateLimitResult> {
+    const res = await this.#limiter.get(key);
+    if (res === null) return this.#result(new RateLimiterRes(this.points, 0, 0, false), true);
+    return this.#result(res, res.consumedPoints < this.points);
+  }
+
+  /** Forgets the key's spending (a successful sign-in clears the account's failures). */
+  async reset(key: string): Promise<void> {
+    await this.#limiter.delete(key);
+  }
+
   #result(res: RateLimiterRes, allowed: boolean): RateLimitResult {
     return {
       allowed,

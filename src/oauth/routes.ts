@@ -11,6 +11,17 @@ import { OAuthError } from './oauth-error.js';
 import { rateLimitHeaders, type RateLimiter } from '../limits/rate-limit.js';
 import { foreignCharset, mediaTypeParameters, UTF8 } from '../http/body-encoding.js';
 import type { TokenService } from './tokens/token-service.js';
+import type { SignInThrottle } from '../limits/sign-in-throttle.js';
+import { cookieJar } from './browser/cookies.js';
+import { CsrfTokens } from './browser/csrf.js';
+import { InteractionStore } from './browser/interaction-store.js';
+import type { PageDeps } from './browser/page-deps.js';
+import { SignInSessions } from './browser/sign-in-sessions.js';
+import { registerAuthorizeEndpoint } from './endpoints/authorize.js';
+import { registerConsentPage } from './endpoints/consent.js';
+import { registerLoginPage } from './endpoints/login.js';
+import { sendPage } from './endpoints/page-reply.js';
+import { errorPage } from './pages/error-page.js';
 
 export interface OAuthDeps {
   db: Db;
@@ -23,6 +34,12 @@ export interface OAuthDeps {
   scopes: readonly string[];
   /** Requests per address and window (RATE_LIMIT_ANONYMOUS_MAX); absent in unit tests of the endpoints. */
   limiter?: RateLimiter;
+  /** Failed passwords per account and address (login page, password grant). */
+  throttle: SignInThrottle;
+  /** The contract's scope catalogue with descriptions, for the consent page. */
+  scopeDescriptions: Readonly<Record<string, string>>;
+  /** Drops what this process cached about a user's tokens. */
+  forgetUser(userId: string): void;
 }
 
 /**
@@ -58,7 +75,40 @@ export async function registerOAuth(app: FastifyInstance, deps: OAuthDeps): Prom
     registerRevocationEndpoint(scope, deps);
     registerDiscovery(scope, deps);
     registerJwks(scope, deps);
+    await scope.register(async (pages) => {
+      // A page's failure is a page, not JSON: the browser shows it. Causes stay in the log.
+      pages.setErrorHandler((error: FastifyError, request, reply) => {
+        const translated = translateFastifyError(error);
+        if (translated instanceof OAuthError) return sendPage(reply, errorPage(translated.status, 'Invalid request', translated.description));
+        const rendered = renderOAuthError(error);
+        if (rendered.status >= 500 && rendered.status !== 503) request.log.error({ err: error }, 'OAuth page failed');
+        const unavailable = rendered.status === 503;
+        return sendPage(reply, errorPage(rendered.status, unavailable ? 'Temporarily unavailable' : 'Something went wrong', unavailable ? 'The service is temporarily unavailable. Try again in a moment.' : 'The server could not complete the request. Try again.'));
+      });
+      const pageDeps = pagesDeps(deps);
+      registerAuthorizeEndpoint(pages, pageDeps);
+      registerLoginPage(pages, pageDeps);
+      registerConsentPage(pages, pageDeps);
+    });
   });
+}
+
+function pagesDeps(deps: OAuthDeps): PageDeps {
+  const clock = Date.now;
+  const jar = cookieJar(deps.config.issuer);
+  return {
+    db: deps.db.kysely,
+    config: deps.config,
+    jar,
+    csrf: new CsrfTokens(deps.config.keyEncryptionSecret),
+    sessions: new SignInSessions(deps.db.kysely, jar, deps.config.signIn.sessionTtl, clock),
+    interactions: new InteractionStore(deps.db.kysely, clock),
+    throttle: deps.throttle,
+    scopeDescriptions: deps.scopeDescriptions,
+    audit: deps.audit,
+    forgetUser: deps.forgetUser,
+    clock,
+  };
 }
 
 function sendOAuthError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {

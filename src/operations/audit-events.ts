@@ -6,7 +6,7 @@ import type { AuditEventView } from './views.js';
 
 const COLUMNS = [
   'id', 'time', 'requestId', 'subject', 'clientId', 'interface', 'operation', 'resourceType', 'resourceId', 'decision', 'reason',
-  'count', 'sourceAddress', 'firstSeen', 'lastSeen', 'hash',
+  'count', 'sourceAddress', 'firstSeen', 'lastSeen', 'scopes', 'hash',
 ] as const;
 
 /** Stored times are ISO-8601 UTC with milliseconds; any RFC 3339 input is brought to that form to compare. */

@@ -7,9 +7,10 @@ import { nowIso } from './ids.js';
  * - `token`: one access token (target: its jti);
  * - `user`: a user's status or role, and the tokens issued on the user's behalf (target: the user's id);
  * - `client`: a client's registration (role, scopes, existence) and every token issued to it, its users'
- *   included (target: the client_id).
+ *   included (target: the client_id);
+ * - `grant`: every token of one user grant, a code exchange's or a refresh family's (target: the grant id).
  */
-export type InvalidationKind = 'token' | 'user' | 'client';
+export type InvalidationKind = 'token' | 'user' | 'client' | 'grant';
 
 export interface Invalidation {
   seq: number;

@@ -198,6 +198,8 @@ export interface AuditEventsTable {
   sourceAddress: string | null;
   firstSeen: string | null;
   lastSeen: string | null;
+  /** The scopes a consent, code or token decision was about (space-separated); null for other decisions. */
+  scopes: string | null;
 }
 
 export interface AuditKeysTable {

@@ -48,6 +48,7 @@ describe.each(DATABASE_KINDS)('GET /v1/audit-events on %s', (kind) => {
       sourceAddress: null,
       firstSeen: null,
       lastSeen: null,
+      scopes: null,
       hash: expect.stringMatching(/^[0-9a-f]{64}$/),
       },
       {
@@ -66,6 +67,7 @@ describe.each(DATABASE_KINDS)('GET /v1/audit-events on %s', (kind) => {
       sourceAddress: null,
       firstSeen: null,
       lastSeen: null,
+      scopes: null,
       hash: expect.stringMatching(/^[0-9a-f]{64}$/),
       },
     ]);
@@ -121,6 +123,7 @@ describe.each(DATABASE_KINDS)('GET /v1/audit-events on %s', (kind) => {
       sourceAddress: null,
       firstSeen: null,
       lastSeen: null,
+      scopes: null,
       hash: expect.stringMatching(/^[0-9a-f]{64}$/),
     });
     expect(events.at(-1)).toEqual({

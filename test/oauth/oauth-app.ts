@@ -4,6 +4,7 @@ import type { Config } from '../../src/config/config.js';
 import { KeyStore } from '../../src/oauth/keys/key-store.js';
 import { registerOAuth } from '../../src/oauth/routes.js';
 import { TokenService } from '../../src/oauth/tokens/token-service.js';
+import { SignInThrottle } from '../../src/limits/sign-in-throttle.js';
 import type { Db } from '../../src/storage/dialect.js';
 
 export const SCOPES = ['read:posts', 'write:posts', 'read:users', 'openid'] as const;
@@ -23,7 +24,17 @@ export async function buildOAuthApp(db: Db, config: Config, scopes: readonly str
   const app = Fastify();
   app.post('/v1/echo', async (request) => request.body);
   const decisions: AuditDecision[] = [];
-  await registerOAuth(app, { db, audit: { record: (decision) => decisions.push(decision) }, config, keys, tokens, scopes });
+  await registerOAuth(app, {
+    db,
+    audit: { record: (decision) => decisions.push(decision) },
+    config,
+    keys,
+    tokens,
+    scopes,
+    throttle: new SignInThrottle(),
+    scopeDescriptions: Object.fromEntries(scopes.map((scope) => [scope, `Description of ${scope}`])),
+    forgetUser: (userId) => tokens.evictSubject(userId, 'user'),
+  });
   await app.ready();
   return { app, keys, tokens, decisions };
 }

@@ -8,33 +8,87 @@ import { authenticateClient, presentedClientId, type AuthenticatedClient } from 
 import { CLIENT_CREDENTIALS, grantClientCredentials } from '../grants/client-credentials.js';
 import { OAuthError, type OAuthErrorCode } from '../oauth-error.js';
 import type { IssuedAccessToken, TokenService } from '../tokens/token-service.js';
+import type { Config } from '../../config/config.js';
+import type { SignInThrottle } from '../../limits/sign-in-throttle.js';
+import type { KeyStore } from '../keys/key-store.js';
+import { AUTHORIZATION_CODE } from '../authorize/authorization-request.js';
+import { grantAuthorizationCode } from '../grants/authorization-code.js';
+import { GrantReuseError } from '../grants/grant-reuse-error.js';
+import { grantPassword, PASSWORD } from '../grants/password.js';
+import { grantRefreshToken } from '../grants/refresh-token.js';
+import { issueUserTokens, REFRESH_TOKEN, type UserGrant, type UserTokenDeps } from '../tokens/user-tokens.js';
 
 export interface TokenEndpointDeps {
   db: Db;
   tokens: TokenService;
   audit: { record(decision: AuditDecision): void };
+  keys: KeyStore;
+  config: Config;
+  throttle: SignInThrottle;
+  clock?: () => number;
 }
 
 type FormParams = Readonly<Record<string, string>>;
-type GrantHandler = (client: ClientRecord, params: FormParams, deps: TokenEndpointDeps) => Promise<Issued>;
+
+interface GrantRequest {
+  client: ClientRecord;
+  params: FormParams;
+  deps: TokenEndpointDeps;
+  address: string;
+  now: number;
+}
+
+/** What a grant issued: the token response's members, and for the audit record whom it speaks for. */
 interface Issued {
-  token: IssuedAccessToken;
-  /** Whom the token speaks for: the client itself, or the user who granted it. */
+  access: IssuedAccessToken;
+  refreshToken: string | null;
+  idToken: string | null;
+  /** The client itself, or the user who granted it. */
   subject: string;
 }
 
-/** The grants this server implements, by `grant_type` (RFC 6749 §4). Discovery lists the same keys. */
-const GRANTS: Readonly<Record<string, GrantHandler>> = {
-  [CLIENT_CREDENTIALS]: async (client, params, deps) => {
+function userTokenDeps(deps: TokenEndpointDeps): UserTokenDeps {
+  return {
+    db: deps.db.kysely,
+    tokens: deps.tokens,
+    keys: deps.keys,
+    issuer: deps.config.issuer,
+    refreshTokenTtl: deps.config.tokens.refreshTokenTtl,
+    clock: deps.clock,
+  };
+}
+
+async function issueFor(deps: TokenEndpointDeps, grant: UserGrant): Promise<Issued> {
+  const issued = await issueUserTokens(userTokenDeps(deps), grant);
+  return { ...issued, subject: grant.userId };
+}
+
+/** The grants this server implements, by `grant_type` (RFC 6749 §4, RFC 8628 §3.4). Discovery lists the same keys. */
+const GRANTS: Readonly<Record<string, (request: GrantRequest) => Promise<Issued>>> = {
+  [AUTHORIZATION_CODE]: async ({ client, params, deps, now }) => issueFor(deps, await grantAuthorizationCode(deps.db.kysely, client, params, now)),
+  [REFRESH_TOKEN]: async ({ client, params, deps, now }) => issueFor(deps, await grantRefreshToken(deps.db.kysely, client, params, now)),
+  [CLIENT_CREDENTIALS]: async ({ client, params, deps }) => {
     const grant = grantClientCredentials(client, params);
-    return { token: await deps.tokens.issueAccessToken({ client, ...grant, grantType: CLIENT_CREDENTIALS }), subject: grant.subject };
+    const access = await deps.tokens.issueAccessToken({ client, ...grant, grantType: CLIENT_CREDENTIALS });
+    return { access, refreshToken: null, idToken: null, subject: grant.subject };
+  },
+  [PASSWORD]: async ({ client, params, deps, address, now }) => {
+    const context = { db: deps.db.kysely, enabled: deps.config.signIn.passwordGrant, throttle: deps.throttle, address, now };
+    return issueFor(deps, await grantPassword(context, client, params));
   },
 };
 
 /** The grant's refusals that are authorization decisions, with the check that decided (audit `reason`). */
-const REFUSALS: Readonly<Partial<Record<OAuthErrorCode, AuditDecision['reason']>>> = { unauthorized_client: 'grant', invalid_scope: 'scope' };
+const REFUSALS: Readonly<Partial<Record<OAuthErrorCode, AuditDecision['reason']>>> = {
+  unauthorized_client: 'grant',
+  invalid_scope: 'scope',
+  invalid_grant: 'grant',
+};
 
-export const SUPPORTED_GRANT_TYPES: readonly string[] = Object.freeze(Object.keys(GRANTS));
+/** Grant types a client can use here; the password grant only when the server enables it. */
+export function supportedGrantTypes(config: Config): string[] {
+  return Object.keys(GRANTS).filter((grantType) => grantType !== PASSWORD || config.signIn.passwordGrant);
+}
 
 export type RecordDecision = (decision: Omit<AuditDecision, 'requestId' | 'interface' | 'operation'>) => void;
 
@@ -69,7 +123,7 @@ export function registerTokenEndpoint(scope: FastifyInstance, deps: TokenEndpoin
     const params = readFormParams(request.body);
     const grantType = params.grant_type;
     if (grantType === undefined) throw new OAuthError('invalid_request', 'grant_type is required.');
-    const grant = Object.hasOwn(GRANTS, grantType) ? GRANTS[grantType] : undefined;
+    const grant = supportedGrantTypes(deps.config).includes(grantType) ? GRANTS[grantType] : undefined;
     if (!grant) throw new OAuthError('unsupported_grant_type', 'The grant_type is not supported by this server.');
     // Malformed requests end above without a decision; from here on each request is allowed or refused, and
     // the audit log records which (seed, Authorization rule 8), never with a secret or the token itself.
@@ -78,19 +132,33 @@ export function registerTokenEndpoint(scope: FastifyInstance, deps: TokenEndpoin
     const { client } = await authenticateAudited(deps, request.headers.authorization, params, decided);
     let issued: Issued;
     try {
-      issued = await grant(client, params, deps);
+      issued = await grant({ client, params, deps, address: request.ip, now: (deps.clock ?? Date.now)() });
     } catch (error) {
-      const reason = error instanceof OAuthError ? REFUSALS[error.error] : undefined;
-      if (reason) decided({ subject: null, clientId: client.clientId, resourceType: null, resourceId: null, decision: 'deny', reason });
+      if (error instanceof GrantReuseError) {
+        decided({ subject: error.userId, clientId: client.clientId, resourceType: 'grant', resourceId: error.grantId, decision: 'deny', reason: 'reuse' });
+      } else {
+        const reason = error instanceof OAuthError ? REFUSALS[error.error] : undefined;
+        if (reason) decided({ subject: null, clientId: client.clientId, resourceType: null, resourceId: null, decision: 'deny', reason });
+      }
       throw error;
     }
-    const { token } = issued;
-    decided({ subject: issued.subject, clientId: client.clientId, resourceType: 'token', resourceId: token.jti, decision: 'allow', reason: 'granted' });
+    const { access } = issued;
+    decided({
+      subject: issued.subject,
+      clientId: client.clientId,
+      resourceType: 'token',
+      resourceId: access.jti,
+      decision: 'allow',
+      reason: 'granted',
+      scopes: access.scope || null,
+    });
     return reply.headers(NO_STORE_HEADERS).send({
-      access_token: token.accessToken,
-      token_type: token.tokenType,
-      expires_in: token.expiresIn,
-      scope: token.scope,
+      access_token: access.accessToken,
+      token_type: access.tokenType,
+      expires_in: access.expiresIn,
+      scope: access.scope,
+      ...(issued.refreshToken === null ? {} : { refresh_token: issued.refreshToken }),
+      ...(issued.idToken === null ? {} : { id_token: issued.idToken }),
     });
   });
 }

@@ -1,5 +1,6 @@
 import type { ClientRecord } from '../../storage/clients.js';
 import { OAuthError } from '../oauth-error.js';
+import { checkScopesAllowed, parseScope } from '../scope-parameter.js';
 import { USER_SCOPES } from '../scopes.js';
 
 export const CLIENT_CREDENTIALS = 'client_credentials';
@@ -9,9 +10,6 @@ export interface ClientCredentialsGrant {
   subjectType: 'client';
   scopes: string[];
 }
-
-/** RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ), tokens separated by single spaces. */
-const SCOPE = /^[\x21\x23-\x5b\x5d-\x7e]+( [\x21\x23-\x5b\x5d-\x7e]+)*$/;
 
 /**
  * RFC 6749 §4.4: the client credentials grant. Only a confidential client may use it (§4.4, §2.1), and
@@ -32,9 +30,7 @@ function selectScopes(client: ClientRecord, requested: string | undefined): stri
     if (allowed.length === 0) throw new OAuthError('invalid_scope', 'The client has no scope that can be granted.');
     return allowed;
   }
-  if (!SCOPE.test(requested)) throw new OAuthError('invalid_scope', 'The scope parameter is malformed.');
-  const scopes = [...new Set(requested.split(' '))];
-  const refused = scopes.filter((scope) => !allowed.includes(scope));
-  if (refused.length > 0) throw new OAuthError('invalid_scope', `The client may not request: ${refused.join(' ')}.`);
+  const scopes = parseScope(requested);
+  checkScopesAllowed(scopes, allowed);
   return scopes;
 }

@@ -5,8 +5,15 @@ import type { SigningKeysTable } from '../../storage/schema.js';
 import { MAX_ACCESS_TOKEN_TTL } from '../tokens/lifetime.js';
 import { decryptPrivateJwk, deriveEncryptionKey, encryptPrivateJwk } from './key-encryption.js';
 
-/** RFC 9068 §2.1 recommends ES256-class asymmetric signatures; this server signs with ES256 only. */
+/** RFC 9068 §2.1 recommends ES256-class asymmetric signatures: access tokens are signed with ES256 only. */
 export const SIGNING_ALG = 'ES256';
+
+/**
+ * The algorithms keys exist for: ES256 for access tokens (and ID tokens of clients that register it), RS256
+ * for ID tokens, since OpenID Connect Core §15.1 requires every provider to support it.
+ */
+export type SigningAlg = 'ES256' | 'RS256';
+const ALGS: readonly SigningAlg[] = ['ES256', 'RS256'];
 
 /** Another instance may rotate: keys are re-read at least this often for signing and for the JWKS. */
 const REFRESH_MS = 60_000;
@@ -15,20 +22,14 @@ const UNKNOWN_KID_RELOAD_MS = 10_000;
 
 export interface SigningKey {
   kid: string;
-  alg: typeof SIGNING_ALG;
+  alg: SigningAlg;
   privateKey: CryptoKey;
 }
 
-/** A published key: public members only (RFC 7517 §4, RFC 7518 §6.2.1). */
-export interface PublicJwk {
-  kty: string;
-  crv: string;
-  x: string;
-  y: string;
-  kid: string;
-  alg: string;
-  use: 'sig';
-}
+/** A published key: public members only (RFC 7517 §4; EC: RFC 7518 §6.2.1, RSA: §6.3.1). */
+export type PublicJwk =
+  | { kty: 'EC'; crv: string; x: string; y: string; kid: string; alg: SigningAlg; use: 'sig' }
+  | { kty: 'RSA'; n: string; e: string; kid: string; alg: SigningAlg; use: 'sig' };
 
 export interface JwksDocument {
   keys: PublicJwk[];
@@ -58,7 +59,7 @@ export class KeyStore {
    * may keep signing with it before it notices the rotation, plus the allowed clock skew. */
   readonly #retentionSeconds: number;
   #keys = new Map<string, LoadedKey>();
-  #signer: SigningKey | null = null;
+  readonly #signers = new Map<SigningAlg, SigningKey>();
   #loadedAt = Number.NEGATIVE_INFINITY;
   #loading: Promise<void> | null = null;
 
@@ -69,32 +70,37 @@ export class KeyStore {
     this.#retentionSeconds = MAX_ACCESS_TOKEN_TTL + REFRESH_MS / 1000 + config.tokens.clockSkew;
   }
 
-  /** Loads the keys, creating the first one when the table has none that may sign. */
+  /**
+   * Loads the keys, creating the first access-token key when the table has none that may sign. The RS256
+   * key is created on first use (the first ID token): RSA key generation is slow and many deployments
+   * never issue an ID token.
+   */
   static async open(db: Db, config: Config, options: KeyStoreOptions = {}): Promise<KeyStore> {
     const store = new KeyStore(db, config, options);
     await store.refresh();
-    if (!store.#signer) {
-      await store.#insertKey();
+    if (!store.#signers.has(SIGNING_ALG)) {
+      await store.#insertKey(SIGNING_ALG);
       await store.refresh();
     }
     return store;
   }
 
-  async signingKey(): Promise<SigningKey> {
+  async signingKey(alg: SigningAlg = SIGNING_ALG): Promise<SigningKey> {
     await this.#refreshIfOlderThan(REFRESH_MS);
-    if (!this.#signer) {
-      await this.#insertKey();
+    if (!this.#signers.has(alg)) {
+      await this.#insertKey(alg);
       await this.refresh();
     }
-    return this.#signer!;
+    return this.#signers.get(alg)!;
   }
 
-  /** The public key for `kid`, or null when no published key has that id. */
-  async verificationKey(kid: string): Promise<CryptoKey | null> {
+  /** The public key for `kid` if it is published and made for `alg`, else null. */
+  async verificationKey(kid: string, alg: SigningAlg = SIGNING_ALG): Promise<CryptoKey | null> {
     const known = this.#publishedKey(kid);
-    if (known) return known.publicKey;
+    if (known) return known.jwk.alg === alg ? known.publicKey : null;
     await this.#refreshIfOlderThan(UNKNOWN_KID_RELOAD_MS);
-    return this.#publishedKey(kid)?.publicKey ?? null;
+    const loaded = this.#publishedKey(kid);
+    return loaded && loaded.jwk.alg === alg ? loaded.publicKey : null;
   }
 
   async publicJwks(): Promise<JwksDocument> {
@@ -104,20 +110,22 @@ export class KeyStore {
   }
 
   /**
-   * A new key takes over signing; every key that was signing is retired (stays published for the
-   * retention period) and keys retired longer ago than that are deleted. Returns the new kid.
+   * A new access-token key takes over signing, and a new ID-token key too if one was in use; every key
+   * that was signing is retired (stays published for the retention period) and keys retired longer ago
+   * than that are deleted. Returns the new access-token kid.
    */
   async rotate(): Promise<string> {
     const now = new Date(this.#clock());
-    const row = await this.#createKeyRow(now.toISOString());
+    const inUse = new Set<SigningAlg>([SIGNING_ALG, ...this.#signers.keys()]);
+    const rows = await Promise.all(ALGS.filter((alg) => inUse.has(alg)).map((alg) => this.#createKeyRow(alg, now.toISOString())));
     const pruneBefore = new Date(now.getTime() - this.#retentionSeconds * 1000).toISOString();
     await this.#db.kysely.transaction().execute(async (trx) => {
-      await trx.updateTable('signingKeys').set({ retiredAt: row.createdAt }).where('retiredAt', 'is', null).execute();
-      await trx.insertInto('signingKeys').values(row).execute();
+      await trx.updateTable('signingKeys').set({ retiredAt: now.toISOString() }).where('retiredAt', 'is', null).execute();
+      await trx.insertInto('signingKeys').values(rows).execute();
       await trx.deleteFrom('signingKeys').where('retiredAt', '<=', pruneBefore).execute();
     });
     await this.refresh();
-    return row.kid;
+    return rows.find((row) => row.alg === SIGNING_ALG)!.kid;
   }
 
   /** Re-reads every key from the database (also what a rotation broadcast from another instance calls). */
@@ -142,43 +150,47 @@ export class KeyStore {
         compareDescending(a.kid, b.kid),
     );
     const keys = new Map<string, LoadedKey>();
+    const signers = new Map<SigningAlg, SigningKey>();
     for (const row of rows) {
+      const alg = readAlg(row);
       const previous = this.#keys.get(row.kid);
-      const jwk = previous?.jwk ?? toPublicJwk(JSON.parse(row.publicJwk) as JWK, row.kid);
-      const publicKey = previous?.publicKey ?? ((await importJWK(jwk, SIGNING_ALG)) as CryptoKey);
+      const jwk = previous?.jwk ?? toPublicJwk(JSON.parse(row.publicJwk) as JWK, row.kid, alg);
+      const publicKey = previous?.publicKey ?? ((await importJWK(jwk, alg)) as CryptoKey);
       keys.set(row.kid, { jwk, publicKey, retiredAt: row.retiredAt });
-    }
-    const signerRow = rows.find((row) => row.retiredAt === null);
-    let signer: SigningKey | null = null;
-    if (signerRow) {
-      signer = this.#signer?.kid === signerRow.kid ? this.#signer : await this.#importSigner(signerRow.kid, signerRow.privateJwkEncrypted);
+      // The first unretired key of each algorithm signs (rows are sorted newest first).
+      if (row.retiredAt === null && !signers.has(alg)) {
+        const current = [...this.#signers.values()].find((signer) => signer.kid === row.kid);
+        signers.set(alg, current ?? (await this.#importSigner(row.kid, alg, row.privateJwkEncrypted)));
+      }
     }
     this.#keys = keys;
-    this.#signer = signer;
+    this.#signers.clear();
+    for (const [alg, signer] of signers) this.#signers.set(alg, signer);
     this.#loadedAt = this.#clock();
   }
 
-  async #importSigner(kid: string, encrypted: string): Promise<SigningKey> {
+  async #importSigner(kid: string, alg: SigningAlg, encrypted: string): Promise<SigningKey> {
     const jwk = decryptPrivateJwk(encrypted, kid, this.#encryptionKey) as JWK;
-    const privateKey = (await importJWK(jwk, SIGNING_ALG, { extractable: false })) as CryptoKey;
-    return { kid, alg: SIGNING_ALG, privateKey };
+    const privateKey = (await importJWK(jwk, alg, { extractable: false })) as CryptoKey;
+    return { kid, alg, privateKey };
   }
 
-  async #insertKey(): Promise<void> {
-    const row = await this.#createKeyRow(new Date(this.#clock()).toISOString());
+  async #insertKey(alg: SigningAlg): Promise<void> {
+    const row = await this.#createKeyRow(alg, new Date(this.#clock()).toISOString());
     await this.#db.kysely.insertInto('signingKeys').values(row).execute();
   }
 
-  async #createKeyRow(createdAt: string): Promise<SigningKeysTable> {
-    const pair = await generateKeyPair(SIGNING_ALG, { extractable: true });
+  async #createKeyRow(alg: SigningAlg, createdAt: string): Promise<SigningKeysTable> {
+    // RFC 7518 §3.3: an RSA key for RS256 has at least 2048 bits.
+    const pair = await generateKeyPair(alg, { extractable: true, ...(alg === 'RS256' ? { modulusLength: 2048 } : {}) });
     const publicMembers = await exportJWK(pair.publicKey);
     // RFC 7638 thumbprint: a kid derived from the key itself, unique without coordination.
     const kid = await calculateJwkThumbprint(publicMembers);
     const privateJwk = await exportJWK(pair.privateKey);
     return {
       kid,
-      alg: SIGNING_ALG,
-      publicJwk: JSON.stringify(toPublicJwk(publicMembers, kid)),
+      alg,
+      publicJwk: JSON.stringify(toPublicJwk(publicMembers, kid, alg)),
       privateJwkEncrypted: encryptPrivateJwk(privateJwk, kid, this.#encryptionKey),
       createdAt,
       retiredAt: null,
@@ -200,11 +212,21 @@ function compareDescending(a: string, b: string): number {
   return a < b ? 1 : a > b ? -1 : 0;
 }
 
-/** Copies only the public EC members, whatever the stored JSON holds. */
-function toPublicJwk(jwk: JWK, kid: string): PublicJwk {
-  const { kty, crv, x, y } = jwk;
-  if (kty !== 'EC' || crv !== 'P-256' || typeof x !== 'string' || typeof y !== 'string') {
-    throw new Error(`Signing key ${kid} is not a P-256 EC key`);
+function readAlg(row: SigningKeysTable): SigningAlg {
+  if (!(ALGS as readonly string[]).includes(row.alg)) throw new Error(`Signing key ${row.kid} has an unsupported alg ${row.alg}`);
+  return row.alg as SigningAlg;
+}
+
+/** Copies only the public members, whatever the stored JSON holds. */
+function toPublicJwk(jwk: JWK, kid: string, alg: SigningAlg): PublicJwk {
+  if (alg === 'ES256') {
+    const { kty, crv, x, y } = jwk;
+    if (kty !== 'EC' || crv !== 'P-256' || typeof x !== 'string' || typeof y !== 'string') {
+      throw new Error(`Signing key ${kid} is not a P-256 EC key`);
+    }
+    return { kty: 'EC', crv, x, y, kid, alg, use: 'sig' };
   }
-  return { kty, crv, x, y, kid, alg: SIGNING_ALG, use: 'sig' };
+  const { kty, n, e } = jwk;
+  if (kty !== 'RSA' || typeof n !== 'string' || typeof e !== 'string') throw new Error(`Signing key ${kid} is not an RSA key`);
+  return { kty: 'RSA', n, e, kid, alg, use: 'sig' };
 }

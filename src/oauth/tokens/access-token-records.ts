@@ -37,6 +37,16 @@ export async function purgeExpiredAccessTokens(db: Kysely<Database>, before: str
   await db.deleteFrom('accessTokens').where('expiresAt', '<', before).execute();
 }
 
+/**
+ * Ends one user grant: its access tokens and its refresh token family (a replayed authorization code, a
+ * reused refresh token, a revocation of the refresh token, the user withdrawing consent).
+ */
+export async function revokeGrant(db: Kysely<Database>, grantId: string, revokedAt: string): Promise<void> {
+  await db.updateTable('accessTokens').set({ revokedAt }).where('grantId', '=', grantId).where('revokedAt', 'is', null).execute();
+  await db.updateTable('refreshTokens').set({ revokedAt }).where('familyId', '=', grantId).where('revokedAt', 'is', null).execute();
+  await recordInvalidation(db, 'grant', grantId);
+}
+
 /** Revokes every live token issued on a user's behalf (deactivation, deletion, password reset). */
 export async function revokeUserTokens(db: Kysely<Database>, userId: string, revokedAt: string): Promise<number> {
   const result = await db
@@ -46,6 +56,9 @@ export async function revokeUserTokens(db: Kysely<Database>, userId: string, rev
     .where('subjectType', '=', 'user')
     .where('revokedAt', 'is', null)
     .executeTakeFirst();
+  // Refresh families and sign-in sessions end too: nothing the user signed in with keeps working.
+  await db.updateTable('refreshTokens').set({ revokedAt }).where('userId', '=', userId).where('revokedAt', 'is', null).execute();
+  await db.updateTable('loginSessions').set({ revokedAt }).where('userId', '=', userId).where('revokedAt', 'is', null).execute();
   await recordInvalidation(db, 'user', userId);
   return Number(result.numUpdatedRows);
 }
@@ -53,6 +66,7 @@ export async function revokeUserTokens(db: Kysely<Database>, userId: string, rev
 /** Revokes every live token issued to a client, its own and its users' (deletion, leaked secret). */
 export async function revokeClientTokens(db: Kysely<Database>, clientId: string, revokedAt: string): Promise<number> {
   const result = await db.updateTable('accessTokens').set({ revokedAt }).where('clientId', '=', clientId).where('revokedAt', 'is', null).executeTakeFirst();
+  await db.updateTable('refreshTokens').set({ revokedAt }).where('clientId', '=', clientId).where('revokedAt', 'is', null).execute();
   await recordInvalidation(db, 'client', clientId);
   return Number(result.numUpdatedRows);
 }

@@ -150,6 +150,11 @@ export class TokenService {
     return this.#cache.evictWhere((token) => token.clientId === clientId);
   }
 
+  /** Every cached token of one user grant (a replayed code, a reused refresh token, a revoked family). */
+  evictGrant(grantId: string): number {
+    return this.#cache.evictWhere((token) => token.grantId === grantId);
+  }
+
   /** E.g. a deactivated user: that user's cached tokens stop being served at once. */
   evictSubject(subject: string, subjectType: SubjectType = 'user'): number {
     return this.#cache.evictWhere((token) => token.subject === subject && token.subjectType === subjectType);
@@ -200,6 +205,7 @@ function toVerifiedToken(row: AccessTokenRow, issuedAt: number, expiresAt: numbe
     subjectType: row.subjectType as SubjectType,
     scopes,
     grantType: row.grantType,
+    grantId: row.grantId,
     issuedAt,
     expiresAt,
   });

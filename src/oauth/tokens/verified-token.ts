@@ -13,6 +13,8 @@ export interface VerifiedToken {
   subjectType: SubjectType;
   scopes: string[];
   grantType: string;
+  /** The user's grant (code exchange, device approval, refresh family) the token belongs to; null for client credentials. */
+  grantId: string | null;
   issuedAt: number;
   expiresAt: number;
 }

@@ -12,7 +12,9 @@ import type { DialectName } from '../dialect.js';
  * - `interactions`: an authorization or device request while the user signs in and consents, kept here
  *   rather than in memory so it survives a restart and works across instances;
  * - `consents`: what a user allowed a client registration, per scope set;
- * - `authorization_codes`, `refresh_tokens`, `device_codes`: the grants' own records, secrets as digests.
+ * - `authorization_codes`, `refresh_tokens`, `device_codes`: the grants' own records, secrets as digests;
+ * - `audit_events.scopes`: the scopes a consent, code or token decision was about (covered by the chain
+ *   hash when present, so events written before stay verifiable).
  */
 export const userSignIn = (dialect: DialectName): Migration => ({
   async up(db: Kysely<unknown>) {
@@ -44,6 +46,8 @@ export const userSignIn = (dialect: DialectName): Migration => ({
     }
     await db.schema.alterTable('clients').addColumn('post_logout_redirect_uris', 'text', (c) => c.notNull().defaultTo('[]')).execute();
     await db.schema.alterTable('clients').addColumn('id_token_signed_response_alg', 'text', (c) => c.notNull().defaultTo('RS256')).execute();
+
+    await db.schema.alterTable('audit_events').addColumn('scopes', 'text').execute();
 
     await db.schema.alterTable('access_tokens').addColumn('grant_id', 'text').execute();
     await db.schema.createIndex('access_tokens_grant_idx').on('access_tokens').column('grant_id').execute();

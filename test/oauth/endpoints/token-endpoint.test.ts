@@ -232,6 +232,7 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
           resourceId: jti,
           decision: 'allow',
           reason: 'granted',
+          scopes: 'read:posts write:posts',
         },
       ]);
       expect(JSON.stringify(decisions)).not.toContain(response.json().access_token);

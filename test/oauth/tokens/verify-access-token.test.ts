@@ -109,6 +109,7 @@ describe.each(DATABASE_KINDS)('access-token verification on %s', (kind) => {
         subjectType: 'client',
         scopes: ['read:posts'],
         grantType: 'client_credentials',
+        grantId: null,
         issuedAt: seconds(),
         expiresAt: seconds() + 600,
       } satisfies VerifiedToken);
@@ -130,6 +131,7 @@ describe.each(DATABASE_KINDS)('access-token verification on %s', (kind) => {
         subjectType: 'client',
         scopes: ['read:posts'],
         grantType: 'client_credentials',
+        grantId: null,
         issuedAt: seconds(),
         expiresAt: seconds() + 300,
       } satisfies VerifiedToken);

@@ -1,0 +1,77 @@
+import { findConsent } from '../../storage/consents.js';
+import type { ClientRecord } from '../../storage/clients.js';
+import type { OpenInteraction } from '../browser/interaction-store.js';
+import type { PageDeps, PageRequest } from '../browser/page-deps.js';
+import type { SignedIn } from '../browser/sign-in-sessions.js';
+import type { AuthorizationRequest } from './authorization-request.js';
+import { needsConsent } from './consent-check.js';
+import { errorRedirect, issueAuthorizationCode } from './issue-code.js';
+
+export interface AuthorizationState {
+  request: AuthorizationRequest;
+  client: ClientRecord;
+  signedIn: SignedIn | null;
+  browser: string;
+  /** The interaction this request is already part of (after the login page), if any. */
+  interaction: OpenInteraction | null;
+}
+
+/**
+ * The next step of an authorization request, as a URL to send the browser to: the login page, the consent
+ * page, or back to the client with a code or an error. Called by /oauth/authorize and again after the user
+ * signs in; the consent page finishes on its own.
+ */
+export async function advanceAuthorization(deps: PageDeps, state: AuthorizationState, page: PageRequest): Promise<string> {
+  const { request, client, signedIn } = state;
+  const issuer = deps.config.issuer;
+  const now = deps.clock();
+  const signedInHere = state.interaction?.params.kind === 'authorize' && state.interaction.params.signedInAt !== undefined;
+  const tooOld = signedIn !== null && request.maxAge !== null && Math.floor(now / 1000) - signedIn.authTime > request.maxAge;
+  const mustSignIn = signedIn === null || (!signedInHere && (request.prompt.includes('login') || tooOld));
+  if (mustSignIn) {
+    // OpenID Connect Core §3.1.2.6: with prompt=none the answer is an error, never a page.
+    if (request.prompt.includes('none')) return errorRedirect(request.redirectUri, issuer, 'login_required', 'The user is not signed in.', request.state);
+    return `/oauth/login?interaction=${await interactionFor(deps, state)}`;
+  }
+  const consent = await findConsent(deps.db, signedIn.user.id, client.id);
+  if (needsConsent(client, consent, request.scopes, request.prompt.includes('consent'))) {
+    if (request.prompt.includes('none')) {
+      return errorRedirect(request.redirectUri, issuer, 'consent_required', 'The user has not allowed this access.', request.state);
+    }
+    return `/oauth/consent?interaction=${await interactionFor(deps, state)}`;
+  }
+  if (state.interaction !== null && !(await deps.interactions.complete(state.interaction))) {
+    return errorRedirect(request.redirectUri, issuer, 'invalid_request', 'This authorization request was already answered.', request.state);
+  }
+  return codeRedirect(deps, request, signedIn, request.scopes, page);
+}
+
+/** Issues the code for the scopes the user allowed, records the decision, and returns the redirect. */
+export async function codeRedirect(
+  deps: PageDeps,
+  request: AuthorizationRequest,
+  signedIn: SignedIn,
+  scopes: readonly string[],
+  page: PageRequest,
+): Promise<string> {
+  const code = await issueAuthorizationCode(deps.db, deps.config.issuer, request, { userId: signedIn.user.id, authTime: signedIn.authTime, scopes }, deps.clock());
+  deps.audit.record({
+    requestId: page.requestId,
+    interface: 'oauth',
+    operation: 'authorize',
+    subject: signedIn.user.id,
+    clientId: request.clientId,
+    resourceType: 'grant',
+    resourceId: code.grantId,
+    decision: 'allow',
+    reason: 'granted',
+    scopes: scopes.join(' '),
+  });
+  return code.location;
+}
+
+/** The interaction's id in the URL: the existing one, or a new one bound to this browser. */
+async function interactionFor(deps: PageDeps, state: AuthorizationState): Promise<string> {
+  if (state.interaction !== null) return state.interaction.id;
+  return deps.interactions.create({ kind: 'authorize', request: state.request }, state.browser);
+}

@@ -1,0 +1,68 @@
+import type { Kysely } from 'kysely';
+import { findLiveLoginSession, insertLoginSession, revokeLoginSession } from '../../storage/login-sessions.js';
+import type { Database } from '../../storage/schema.js';
+import { findUserById, type UserRecord } from '../../storage/users.js';
+import { digestSecret, generateSecret } from '../secrets.js';
+import { readCookie, serializeCookie, expireCookie, type CookieJar } from './cookies.js';
+
+export interface SignedIn {
+  /** The `login_sessions` id (digest of the cookie). */
+  sessionId: string;
+  user: UserRecord;
+  /** Epoch seconds of the sign-in (OpenID Connect `auth_time`). */
+  authTime: number;
+}
+
+/**
+ * Sign-in sessions of the authorization server's pages. The cookie holds 256 random bits; the database
+ * holds their digest, so a leaked table signs nobody in, and a session is ended on every instance by one
+ * update. A deactivated user's session is no session.
+ */
+export class SignInSessions {
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly jar: CookieJar,
+    private readonly ttlSeconds: number,
+    private readonly clock: () => number = Date.now,
+  ) {}
+
+  async current(cookieHeader: string | undefined): Promise<SignedIn | null> {
+    const value = readCookie(cookieHeader, this.jar.session);
+    if (value === null) return null;
+    const row = await findLiveLoginSession(this.db, digestSecret(value), new Date(this.clock()).toISOString());
+    if (!row) return null;
+    const user = await findUserById(this.db, row.userId);
+    if (!user || !user.active) return null;
+    return { sessionId: row.id, user, authTime: Math.floor(Date.parse(row.authTime) / 1000) };
+  }
+
+  /** A new session (never a reused id: no session fixation) and the Set-Cookie that carries it. */
+  async start(userId: string): Promise<{ sessionId: string; setCookie: string; authTime: number }> {
+    const value = generateSecret();
+    const now = this.clock();
+    const sessionId = digestSecret(value);
+    await insertLoginSession(this.db, {
+      id: sessionId,
+      userId,
+      authTime: new Date(now).toISOString(),
+      createdAt: new Date(now).toISOString(),
+      expiresAt: new Date(now + this.ttlSeconds * 1000).toISOString(),
+      revokedAt: null,
+    });
+    return { sessionId, setCookie: serializeCookie(this.jar, this.jar.session, value, this.ttlSeconds), authTime: Math.floor(now / 1000) };
+  }
+
+  /** Ends the session in the database and returns the Set-Cookie that clears it from the browser. */
+  async end(sessionId: string | null): Promise<string> {
+    if (sessionId !== null) await revokeLoginSession(this.db, sessionId, new Date(this.clock()).toISOString());
+    return expireCookie(this.jar, this.jar.session);
+  }
+}
+
+/** The browser-binding cookie's value, or a new one with the Set-Cookie to send (it lives as long as the browser session). */
+export function browserBinding(jar: CookieJar, cookieHeader: string | undefined): { browser: string; setCookie: string | null } {
+  const existing = readCookie(cookieHeader, jar.browser);
+  if (existing !== null) return { browser: existing, setCookie: null };
+  const browser = generateSecret();
+  return { browser, setCookie: serializeCookie(jar, jar.browser, browser, null) };
+}

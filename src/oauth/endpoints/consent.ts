@@ -1,0 +1,97 @@
+import type { FastifyInstance } from 'fastify';
+import { saveConsent } from '../../storage/consents.js';
+import { codeRedirect } from '../authorize/authorization-flow.js';
+import { errorRedirect } from '../authorize/issue-code.js';
+import type { PageDeps } from '../browser/page-deps.js';
+import { browserBinding } from '../browser/sign-in-sessions.js';
+import { consentPage } from '../pages/consent-page.js';
+import { errorPage } from '../pages/error-page.js';
+import { originOf } from '../pages/html.js';
+import { findClientByClientId } from '../../storage/clients.js';
+import { redirect, requestParams, sendPage, singleParam } from './page-reply.js';
+
+const EXPIRED = errorPage(400, 'Request expired', 'This authorization request has expired, was answered already, or was opened in another browser. Return to the application and start again.');
+const FORGED = errorPage(403, 'Form expired', 'The form could not be verified. Reload the page and try again.');
+
+/**
+ * GET /oauth/consent lists each requested scope with its description (seed, OAuth security rule 6: the
+ * user sees the scopes and can decline); POST records the user's choice — every scope may be unticked —
+ * and sends the browser back to the client with a code for the allowed scopes, or with access_denied.
+ */
+export function registerConsentPage(scope: FastifyInstance, deps: PageDeps): void {
+  scope.get('/oauth/consent', async (request, reply) => {
+    const binding = browserBinding(deps.jar, request.headers.cookie);
+    const interaction = await deps.interactions.open(singleParam(requestParams(request), 'interaction'), binding.setCookie === null ? binding.browser : null);
+    if (!interaction || interaction.params.kind !== 'authorize') return sendPage(reply, EXPIRED);
+    const signedIn = await deps.sessions.current(request.headers.cookie);
+    if (!signedIn) return redirect(reply, `/oauth/login?interaction=${interaction.id}`);
+    const { request: authorization } = interaction.params;
+    const client = await findClientByClientId(deps.db, authorization.clientId);
+    if (!client || client.id !== authorization.clientRegistrationId) return sendPage(reply, EXPIRED);
+    return sendPage(
+      reply,
+      consentPage({
+        action: '/oauth/consent',
+        hidden: { interaction: interaction.id, csrf_token: deps.csrf.issue(binding.browser, `consent:${interaction.id}`) },
+        clientName: client.name,
+        userEmail: signedIn.user.email,
+        scopes: authorization.scopes.map((name) => ({ name, description: deps.scopeDescriptions[name] ?? name })),
+        formTargets: [originOf(authorization.redirectUri)],
+      }),
+    );
+  });
+
+  scope.post('/oauth/consent', async (request, reply) => {
+    const form = requestParams(request);
+    const binding = browserBinding(deps.jar, request.headers.cookie);
+    const browser = binding.setCookie === null ? binding.browser : null;
+    const interaction = await deps.interactions.open(singleParam(form, 'interaction'), browser);
+    if (!interaction || interaction.params.kind !== 'authorize') return sendPage(reply, EXPIRED);
+    if (!deps.csrf.verify(singleParam(form, 'csrf_token'), browser, `consent:${interaction.id}`)) return sendPage(reply, FORGED);
+    const signedIn = await deps.sessions.current(request.headers.cookie);
+    if (!signedIn) return redirect(reply, `/oauth/login?interaction=${interaction.id}`);
+    const { request: authorization } = interaction.params;
+    if (!(await deps.interactions.complete(interaction))) return sendPage(reply, EXPIRED);
+    const ticked = new Set(form.getAll('scope'));
+    // Only requested scopes can be allowed; a scope the form did not offer is ignored, not added.
+    const allowed = authorization.scopes.filter((name) => ticked.has(name));
+    const page = { requestId: request.id, address: request.ip };
+    const decided = singleParam(form, 'decision');
+    if (decided !== 'allow' || allowed.length === 0) {
+      deps.audit.record({
+        requestId: page.requestId,
+        interface: 'oauth',
+        operation: 'consent',
+        subject: signedIn.user.id,
+        clientId: authorization.clientId,
+        resourceType: null,
+        resourceId: null,
+        decision: 'deny',
+        reason: 'consent',
+        scopes: authorization.scopes.join(' '),
+      });
+      const location = errorRedirect(authorization.redirectUri, deps.config.issuer, 'access_denied', 'The user denied the request.', authorization.state);
+      return redirect(reply, location);
+    }
+    await saveConsent(deps.db, {
+      userId: signedIn.user.id,
+      clientRegistrationId: authorization.clientRegistrationId,
+      clientId: authorization.clientId,
+      scopes: [...allowed].sort().join(' '),
+      grantedAt: new Date(deps.clock()).toISOString(),
+    });
+    deps.audit.record({
+      requestId: page.requestId,
+      interface: 'oauth',
+      operation: 'consent',
+      subject: signedIn.user.id,
+      clientId: authorization.clientId,
+      resourceType: null,
+      resourceId: null,
+      decision: 'allow',
+      reason: 'granted',
+      scopes: allowed.join(' '),
+    });
+    return redirect(reply, await codeRedirect(deps, authorization, signedIn, allowed, page));
+  });
+}

@@ -1,0 +1,128 @@
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { findClientByClientId } from '../../storage/clients.js';
+import { advanceAuthorization } from '../authorize/authorization-flow.js';
+import type { OpenInteraction } from '../browser/interaction-store.js';
+import type { PageDeps, PageRequest } from '../browser/page-deps.js';
+import { browserBinding, type SignedIn } from '../browser/sign-in-sessions.js';
+import { errorPage } from '../pages/error-page.js';
+import { originOf } from '../pages/html.js';
+import { loginPage } from '../pages/login-page.js';
+import { verifyUserCredentials } from '../user-credentials.js';
+import { redirect, requestParams, sendPage, singleParam } from './page-reply.js';
+
+const EXPIRED = errorPage(400, 'Sign-in expired', 'This sign-in page has expired or was opened in another browser. Return to the application and start again.');
+const FORGED = errorPage(403, 'Form expired', 'The form could not be verified. Reload the page and try again.');
+const MAX_FIELD = 1024;
+
+/**
+ * GET /oauth/login shows the form for an interaction (a new one of its own when the user came to manage
+ * their account); POST /oauth/login checks the password, starts a fresh session and answers 303 with the
+ * interaction's next step.
+ */
+export function registerLoginPage(scope: FastifyInstance, deps: PageDeps): void {
+  scope.get('/oauth/login', async (request, reply) => {
+    const binding = browserBinding(deps.jar, request.headers.cookie);
+    const query = requestParams(request);
+    const id = singleParam(query, 'interaction');
+    const interaction = id === undefined ? unstored(query) : await deps.interactions.open(id, binding.setCookie === null ? binding.browser : null);
+    if (!interaction) return sendPage(reply, EXPIRED, [binding.setCookie]);
+    const model = await formModel(deps, interaction, binding.browser);
+    return sendPage(reply, loginPage({ ...model, error: null }), [binding.setCookie]);
+  });
+
+  scope.post('/oauth/login', async (request, reply) => {
+    const form = requestParams(request);
+    const binding = browserBinding(deps.jar, request.headers.cookie);
+    const browser = binding.setCookie === null ? binding.browser : null;
+    const id = singleParam(form, 'interaction');
+    const interaction = id === undefined ? unstored(form) : await deps.interactions.open(id, browser);
+    if (!interaction) return sendPage(reply, EXPIRED);
+    if (!deps.csrf.verify(singleParam(form, 'csrf_token'), browser, `login:${interaction.id || 'account'}`)) return sendPage(reply, FORGED);
+    const email = (singleParam(form, 'email') ?? '').slice(0, MAX_FIELD);
+    const password = singleParam(form, 'password') ?? '';
+    const page: PageRequest = { requestId: request.id, address: request.ip };
+    const model = await formModel(deps, interaction, binding.browser);
+    const verdict = await deps.throttle.check(email, request.ip);
+    if (!verdict.allowed) {
+      reply.header('retry-after', String(verdict.retryAfterSeconds));
+      return sendPage(reply, loginPage({ ...model, email, status: 429, error: `Too many failed sign-ins. Try again in ${Math.ceil(verdict.retryAfterSeconds / 60)} minutes.` }));
+    }
+    const user = email === '' || password === '' || password.length > MAX_FIELD ? null : await verifyUserCredentials(deps.db, email, password);
+    if (!user) {
+      await deps.throttle.failed(email, request.ip);
+      recordLogin(deps, page, null, 'deny');
+      return sendPage(reply, loginPage({ ...model, email, status: 401, error: 'The email or password is wrong.' }));
+    }
+    await deps.throttle.succeeded(email);
+    // A fresh session on every sign-in; the one the browser had (another user's, perhaps) ends.
+    const previous = await deps.sessions.current(request.headers.cookie);
+    if (previous) await deps.sessions.end(previous.sessionId);
+    const started = await deps.sessions.start(user.id);
+    recordLogin(deps, page, user.id, 'allow');
+    const signedIn: SignedIn = { sessionId: started.sessionId, user, authTime: started.authTime };
+    return continueAfterSignIn(deps, reply, interaction, signedIn, binding.browser, page, [started.setCookie]);
+  });
+}
+
+async function continueAfterSignIn(
+  deps: PageDeps,
+  reply: FastifyReply,
+  interaction: OpenInteraction,
+  signedIn: SignedIn,
+  browser: string,
+  page: PageRequest,
+  cookies: string[],
+): Promise<FastifyReply> {
+  const { params } = interaction;
+  if (params.kind === 'device') {
+    return redirect(reply, `/oauth/device?user_code=${encodeURIComponent(params.userCode)}`, cookies);
+  }
+  if (params.kind === 'account') return redirect(reply, '/oauth/account', cookies);
+  const updated = { ...params, signedInAt: signedIn.authTime };
+  await deps.interactions.update(interaction, updated);
+  const client = await findClientByClientId(deps.db, params.request.clientId);
+  if (!client || client.id !== params.request.clientRegistrationId) return sendPage(reply, EXPIRED, cookies);
+  const { secretHash: _secret, ...record } = client;
+  const location = await advanceAuthorization(deps, { request: params.request, client: record, signedIn, browser, interaction: { ...interaction, params: updated } }, page);
+  return redirect(reply, location, cookies);
+}
+
+/**
+ * Signing in to manage one's account or to enter a device's user code needs no stored interaction: nothing
+ * is pending that the form cannot carry, so an anonymous visit to the login page writes no row.
+ */
+function unstored(params: URLSearchParams): OpenInteraction {
+  const userCode = singleParam(params, 'user_code');
+  if (userCode !== undefined && userCode.length <= 16) return { id: '', rowId: '', params: { kind: 'device', userCode } };
+  return { id: '', rowId: '', params: { kind: 'account' } };
+}
+
+async function formModel(deps: PageDeps, interaction: OpenInteraction, browser: string) {
+  const { params } = interaction;
+  let clientName: string | null = null;
+  let email = '';
+  let formTargets: string[] = [];
+  if (params.kind === 'authorize') {
+    clientName = (await findClientByClientId(deps.db, params.request.clientId))?.name ?? null;
+    email = params.request.loginHint ?? '';
+    // The form's answer may be the redirect back to the client (consent remembered).
+    formTargets = [originOf(params.request.redirectUri)];
+  }
+  const userCode = params.kind === 'device' ? params.userCode : null;
+  return { interaction: interaction.id, userCode, csrf: deps.csrf.issue(browser, `login:${interaction.id || 'account'}`), clientName, email, formTargets };
+}
+
+function recordLogin(deps: PageDeps, page: PageRequest, userId: string | null, decision: 'allow' | 'deny'): void {
+  deps.audit.record({
+    requestId: page.requestId,
+    sourceAddress: page.address,
+    interface: 'oauth',
+    operation: 'login',
+    subject: userId,
+    clientId: null,
+    resourceType: null,
+    resourceId: null,
+    decision,
+    reason: decision === 'allow' ? 'authenticated' : 'authentication',
+  });
+}

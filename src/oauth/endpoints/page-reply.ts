@@ -1,0 +1,33 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Page } from '../pages/html.js';
+
+/** Headers of every answer of the pages, redirects included: no framing, no Referer, never cached. */
+const REDIRECT_HEADERS = { 'x-frame-options': 'DENY', 'referrer-policy': 'no-referrer', 'cache-control': 'no-store' };
+
+function withCookies(reply: FastifyReply, cookies: readonly (string | null)[]): FastifyReply {
+  const set = cookies.filter((cookie): cookie is string => cookie !== null);
+  if (set.length > 0) reply.header('set-cookie', set);
+  return reply;
+}
+
+export function sendPage(reply: FastifyReply, page: Page, cookies: readonly (string | null)[] = []): FastifyReply {
+  return withCookies(reply, cookies).status(page.status).headers(page.headers).send(page.body);
+}
+
+/** 303 See Other: after a form post the browser follows with GET (RFC 9700 §4.12: never 307). */
+export function redirect(reply: FastifyReply, location: string, cookies: readonly (string | null)[] = []): FastifyReply {
+  return withCookies(reply, cookies).status(303).headers(REDIRECT_HEADERS).header('location', location).send();
+}
+
+/** A form's or query's parameters: the body of a form post, or the query of a GET, with repeats visible. */
+export function requestParams(request: FastifyRequest): URLSearchParams {
+  if (request.method === 'POST') return request.body instanceof URLSearchParams ? request.body : new URLSearchParams();
+  const query = request.url.indexOf('?');
+  return new URLSearchParams(query < 0 ? '' : request.url.slice(query + 1));
+}
+
+/** One parameter's value, or undefined when it is absent, empty or repeated. */
+export function singleParam(params: URLSearchParams, name: string): string | undefined {
+  const values = params.getAll(name);
+  return values.length === 1 && values[0] !== '' ? values[0] : undefined;
+}

@@ -1,0 +1,57 @@
+import type { Kysely } from 'kysely';
+import { findAuthorizationCode, redeemAuthorizationCode } from '../../storage/authorization-codes.js';
+import type { ClientRecord } from '../../storage/clients.js';
+import type { Database } from '../../storage/schema.js';
+import { findUserById } from '../../storage/users.js';
+import { AUTHORIZATION_CODE } from '../authorize/authorization-request.js';
+import { OAuthError } from '../oauth-error.js';
+import { checkPkce } from '../pkce.js';
+import { digestSecret } from '../secrets.js';
+import { revokeGrant } from '../tokens/access-token-records.js';
+import type { UserGrant } from '../tokens/user-tokens.js';
+import { GrantReuseError } from './grant-reuse-error.js';
+
+/**
+ * RFC 6749 §4.1.3 with RFC 7636 §4.6: the code is redeemed once, by the client it was issued to, with the
+ * redirect_uri it was issued for and the verifier of its challenge. A second presentation of a redeemed
+ * code revokes everything the first one issued (§4.1.2, RFC 9700 §4.5.3.1): the code leaked.
+ */
+export async function grantAuthorizationCode(
+  db: Kysely<Database>,
+  client: ClientRecord,
+  params: Readonly<Record<string, string>>,
+  now: number,
+): Promise<UserGrant> {
+  if (!client.grantTypes.includes(AUTHORIZATION_CODE)) {
+    throw new OAuthError('unauthorized_client', 'The client may not use the authorization code grant.');
+  }
+  const { code, redirect_uri: redirectUri, code_verifier: verifier } = params;
+  if (code === undefined) throw new OAuthError('invalid_request', 'code is required.');
+  if (redirectUri === undefined) throw new OAuthError('invalid_request', 'redirect_uri is required.');
+  const codeHash = digestSecret(code);
+  const row = await findAuthorizationCode(db, codeHash);
+  // Another client's code is refused without touching it: the client may not even know it is a code.
+  if (!row || row.clientRegistrationId !== client.id) throw new OAuthError('invalid_grant', 'The code is not valid.');
+  const nowIso = new Date(now).toISOString();
+  if (!(await redeemAuthorizationCode(db, codeHash, nowIso))) {
+    await db.transaction().execute((trx) => revokeGrant(trx, row.grantId, nowIso));
+    throw new GrantReuseError(row.grantId, row.userId, 'The code was already used; the tokens issued for it are revoked.');
+  }
+  // Redeemed (burnt) from here: a wrong verifier or redirect_uri does not leave the code open to more guesses.
+  if (Date.parse(row.expiresAt) <= now) throw new OAuthError('invalid_grant', 'The code has expired.');
+  if (row.redirectUri !== redirectUri) throw new OAuthError('invalid_grant', 'redirect_uri does not match the authorization request.');
+  checkPkce(verifier, row.codeChallenge);
+  const user = await findUserById(db, row.userId);
+  if (!user || !user.active) throw new OAuthError('invalid_grant', 'The user who granted the code can no longer sign in.');
+  // The client's registration may have lost scopes since the user consented.
+  const scopes = row.scopes.split(' ').filter((scope) => client.scopes.includes(scope));
+  return {
+    client,
+    userId: row.userId,
+    scopes,
+    grantId: row.grantId,
+    grantType: AUTHORIZATION_CODE,
+    authTime: Math.floor(Date.parse(row.authTime) / 1000),
+    nonce: row.nonce,
+  };
+}

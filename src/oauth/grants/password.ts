@@ -1,0 +1,53 @@
+import type { Kysely } from 'kysely';
+import type { SignInThrottle } from '../../limits/sign-in-throttle.js';
+import type { ClientRecord } from '../../storage/clients.js';
+import { newId } from '../../storage/ids.js';
+import type { Database } from '../../storage/schema.js';
+import { OAuthError } from '../oauth-error.js';
+import { checkScopesAllowed, parseScope } from '../scope-parameter.js';
+import type { UserGrant } from '../tokens/user-tokens.js';
+import { verifyUserCredentials } from '../user-credentials.js';
+
+export const PASSWORD = 'password';
+
+export interface PasswordGrantContext {
+  db: Kysely<Database>;
+  /** OAUTH_PASSWORD_GRANT=enabled. */
+  enabled: boolean;
+  throttle: SignInThrottle;
+  address: string;
+  now: number;
+}
+
+/**
+ * RFC 6749 §4.3, deprecated (RFC 9700 §2.4: MUST NOT be used): served only for migrating legacy clients,
+ * when the server enables it and the client is marked legacy. Guessing is throttled like the login page.
+ */
+export async function grantPassword(context: PasswordGrantContext, client: ClientRecord, params: Readonly<Record<string, string>>): Promise<UserGrant> {
+  if (!context.enabled || !client.legacy || !client.grantTypes.includes(PASSWORD)) {
+    throw new OAuthError('unauthorized_client', 'The password grant is not available to this client.');
+  }
+  const { username, password } = params;
+  if (username === undefined || password === undefined) throw new OAuthError('invalid_request', 'username and password are required.');
+  const scopes = params.scope === undefined ? [...client.scopes] : parseScope(params.scope);
+  checkScopesAllowed(scopes, client.scopes);
+  const verdict = await context.throttle.check(username, context.address);
+  if (!verdict.allowed) {
+    throw new OAuthError('invalid_grant', `Too many failed sign-ins; retry in ${verdict.retryAfterSeconds} s.`, 400, { 'retry-after': String(verdict.retryAfterSeconds) });
+  }
+  const user = await verifyUserCredentials(context.db, username, password);
+  if (!user) {
+    await context.throttle.failed(username, context.address);
+    throw new OAuthError('invalid_grant', 'The username or password is wrong.');
+  }
+  await context.throttle.succeeded(username);
+  return {
+    client,
+    userId: user.id,
+    scopes,
+    grantId: newId(),
+    grantType: PASSWORD,
+    authTime: Math.floor(context.now / 1000),
+    nonce: null,
+  };
+}

@@ -1,0 +1,58 @@
+import type { Kysely } from 'kysely';
+import type { ClientRecord } from '../../storage/clients.js';
+import { findRefreshToken, rotateRefreshToken } from '../../storage/refresh-tokens.js';
+import type { Database } from '../../storage/schema.js';
+import { findUserById } from '../../storage/users.js';
+import { OAuthError } from '../oauth-error.js';
+import { checkScopesAllowed, parseScope } from '../scope-parameter.js';
+import { digestSecret } from '../secrets.js';
+import { revokeGrant } from '../tokens/access-token-records.js';
+import { REFRESH_TOKEN, type UserGrant } from '../tokens/user-tokens.js';
+import { GrantReuseError } from './grant-reuse-error.js';
+
+/**
+ * RFC 6749 §6 with rotation (RFC 9700 §4.14.2): every use returns a new refresh token and retires the
+ * presented one. A retired token presented again means two parties hold the family: the whole family and
+ * its access tokens are revoked, the legitimate holder's newest tokens included. Of two concurrent uses
+ * exactly one wins (a conditional update); the other counts as reuse.
+ */
+export async function grantRefreshToken(
+  db: Kysely<Database>,
+  client: ClientRecord,
+  params: Readonly<Record<string, string>>,
+  now: number,
+): Promise<UserGrant> {
+  if (!client.grantTypes.includes(REFRESH_TOKEN)) throw new OAuthError('unauthorized_client', 'The client may not use the refresh_token grant.');
+  const presented = params.refresh_token;
+  if (presented === undefined) throw new OAuthError('invalid_request', 'refresh_token is required.');
+  const tokenHash = digestSecret(presented);
+  const row = await findRefreshToken(db, tokenHash);
+  if (!row || row.clientRegistrationId !== client.id) throw new OAuthError('invalid_grant', 'The refresh token is not valid.');
+  if (row.revokedAt !== null) throw new OAuthError('invalid_grant', 'The refresh token was revoked.');
+  if (Date.parse(row.expiresAt) <= now) throw new OAuthError('invalid_grant', 'The refresh token has expired.');
+  const nowIso = new Date(now).toISOString();
+  if (row.rotatedAt !== null || !(await rotateRefreshToken(db, tokenHash, nowIso))) {
+    await db.transaction().execute((trx) => revokeGrant(trx, row.familyId, nowIso));
+    throw new GrantReuseError(row.familyId, row.userId, 'The refresh token was already used; its family is revoked.');
+  }
+  const user = await findUserById(db, row.userId);
+  if (!user || !user.active) throw new OAuthError('invalid_grant', 'The user can no longer sign in.');
+  // The family keeps its scopes; this access token may have fewer (§6: never more), and the client's
+  // registration may have lost some since.
+  const familyScopes = row.scopes.split(' ').filter((scope) => client.scopes.includes(scope));
+  let scopes = familyScopes;
+  if (params.scope !== undefined) {
+    scopes = parseScope(params.scope);
+    checkScopesAllowed(scopes, familyScopes, 'The refresh token');
+  }
+  return {
+    client,
+    userId: row.userId,
+    scopes,
+    refreshScopes: familyScopes,
+    grantId: row.familyId,
+    grantType: REFRESH_TOKEN,
+    authTime: Math.floor(Date.parse(row.authTime) / 1000),
+    nonce: null,
+  };
+}

@@ -1,0 +1,14 @@
+import { html, page, type Page } from './html.js';
+
+/**
+ * Where a request ends when redirecting would be unsafe (RFC 6749 §4.1.2.1: an unknown client or a
+ * redirect_uri that does not match is never redirected to) or when there is nowhere to return to.
+ */
+export function errorPage(status: number, title: string, message: string): Page {
+  return page(
+    { title, status },
+    html`<h1>${title}</h1>
+<p class="error" role="alert">${message}</p>
+<p>Return to the application you came from and try again.</p>`,
+  );
+}

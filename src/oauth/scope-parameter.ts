@@ -1,0 +1,16 @@
+import { OAuthError } from './oauth-error.js';
+
+/** RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ), tokens separated by single spaces. */
+const SCOPE = /^[\x21\x23-\x5b\x5d-\x7e]+( [\x21\x23-\x5b\x5d-\x7e]+)*$/;
+
+/** The scope parameter as a set of distinct scopes, in the order given; refuses what RFC 6749 §3.3 does not allow. */
+export function parseScope(value: string): string[] {
+  if (value.length > 2048 || !SCOPE.test(value)) throw new OAuthError('invalid_scope', 'The scope parameter is malformed.');
+  return [...new Set(value.split(' '))];
+}
+
+/** Refuses every requested scope outside `allowed`, naming them. */
+export function checkScopesAllowed(requested: readonly string[], allowed: readonly string[], who = 'The client'): void {
+  const refused = requested.filter((scope) => !allowed.includes(scope));
+  if (refused.length > 0) throw new OAuthError('invalid_scope', `${who} may not request: ${refused.join(' ')}.`);
+}
