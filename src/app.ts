@@ -23,6 +23,7 @@ import { logDestination } from './logging/log-destination.js';
 import { redactUrl } from './logging/redact-url.js';
 import { startMaintenance } from './maintenance/purge-expired.js';
 import { SubjectDirectory } from './pipeline/subject-directory.js';
+import { authenticate } from './pipeline/authenticate.js';
 import { AllowedMethods } from './rest/method-not-allowed.js';
 import { idempotencyHashKey } from './rest/idempotency.js';
 import { registerRest } from './rest/plugin.js';
@@ -253,6 +254,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     throttle: new SignInThrottle(),
     scopeDescriptions: policy.scopes,
     forgetUser: (userId) => forgetCached('user', userId),
+    authenticateBearer: async (authorization) => authenticate({ authorization, tokenInQuery: false }, { tokens, subjects }),
   });
 
   fastify.get('/healthz', async (_request, reply) => reply.header('cache-control', 'no-store').send({ status: 'ok' }));

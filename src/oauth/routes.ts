@@ -21,6 +21,9 @@ import { registerAuthorizeEndpoint } from './endpoints/authorize.js';
 import { registerConsentPage } from './endpoints/consent.js';
 import { registerLoginPage } from './endpoints/login.js';
 import { sendPage } from './endpoints/page-reply.js';
+import { registerIntrospectionEndpoint } from './endpoints/introspect.js';
+import { registerUserinfoEndpoint } from './endpoints/userinfo.js';
+import type { Principal } from '../policy/principal.js';
 import { errorPage } from './pages/error-page.js';
 
 export interface OAuthDeps {
@@ -40,6 +43,8 @@ export interface OAuthDeps {
   scopeDescriptions: Readonly<Record<string, string>>;
   /** Drops what this process cached about a user's tokens. */
   forgetUser(userId: string): void;
+  /** The API's bearer authentication (userinfo and introspection check tokens exactly as every API request). */
+  authenticateBearer(authorization: string | undefined): Promise<Principal>;
 }
 
 /**
@@ -73,6 +78,8 @@ export async function registerOAuth(app: FastifyInstance, deps: OAuthDeps): Prom
     }
     registerTokenEndpoint(scope, deps);
     registerRevocationEndpoint(scope, deps);
+    registerIntrospectionEndpoint(scope, deps);
+    registerUserinfoEndpoint(scope, deps);
     registerDiscovery(scope, deps);
     registerJwks(scope, deps);
     await scope.register(async (pages) => {

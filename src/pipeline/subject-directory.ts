@@ -4,7 +4,8 @@ import type { Database } from '../storage/schema.js';
 export interface SubjectStatus {
   /** The user's id, or the client's registration id. */
   id: string;
-  role: string;
+  /** Null for a client registered without a role: it has users' tokens only and never acts on its own behalf. */
+  role: string | null;
   active: boolean;
   /** A client's: the scopes it may hold now (a token's scopes are narrowed to these). Null for users. */
   scopes: ReadonlySet<string> | null;
@@ -71,8 +72,6 @@ export class SubjectDirectory {
 
   async #loadClient(clientId: string): Promise<SubjectStatus | null> {
     const row = await this.db.selectFrom('clients').select(['id', 'role', 'scopes']).where('clientId', '=', clientId).executeTakeFirst();
-    // A client without a role cannot act on its own behalf: tokens naming it as their subject are refused.
-    if (!row || row.role === null) return null;
-    return { id: row.id, role: row.role, active: true, scopes: new Set(JSON.parse(row.scopes) as string[]) };
+    return row ? { id: row.id, role: row.role, active: true, scopes: new Set(JSON.parse(row.scopes) as string[]) } : null;
   }
 }

@@ -5,6 +5,8 @@ import { KeyStore } from '../../src/oauth/keys/key-store.js';
 import { registerOAuth } from '../../src/oauth/routes.js';
 import { TokenService } from '../../src/oauth/tokens/token-service.js';
 import { SignInThrottle } from '../../src/limits/sign-in-throttle.js';
+import { authenticate } from '../../src/pipeline/authenticate.js';
+import { SubjectDirectory } from '../../src/pipeline/subject-directory.js';
 import type { Db } from '../../src/storage/dialect.js';
 
 export const SCOPES = ['read:posts', 'write:posts', 'read:users', 'openid'] as const;
@@ -21,6 +23,7 @@ export interface OAuthApp {
 export async function buildOAuthApp(db: Db, config: Config, scopes: readonly string[] = SCOPES): Promise<OAuthApp> {
   const keys = await KeyStore.open(db, config);
   const tokens = new TokenService({ db, config, keys });
+  const subjects = new SubjectDirectory(db.kysely);
   const app = Fastify();
   app.post('/v1/echo', async (request) => request.body);
   const decisions: AuditDecision[] = [];
@@ -34,6 +37,7 @@ export async function buildOAuthApp(db: Db, config: Config, scopes: readonly str
     throttle: new SignInThrottle(),
     scopeDescriptions: Object.fromEntries(scopes.map((scope) => [scope, `Description of ${scope}`])),
     forgetUser: (userId) => tokens.evictSubject(userId, 'user'),
+    authenticateBearer: async (authorization) => authenticate({ authorization, tokenInQuery: false }, { tokens, subjects }),
   });
   await app.ready();
   return { app, keys, tokens, decisions };

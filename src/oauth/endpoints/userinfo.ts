@@ -1,0 +1,57 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { NO_STORE_HEADERS } from '../../errors/oauth-renderer.js';
+import { ApiError } from '../../errors/registry.js';
+import type { Principal } from '../../policy/principal.js';
+import type { Db } from '../../storage/dialect.js';
+import { findUserById } from '../../storage/users.js';
+import { OAuthError } from '../oauth-error.js';
+
+export interface UserinfoDeps {
+  db: Db;
+  /** The API's own bearer authentication: the same token, subject, client and scope checks as every request. */
+  authenticateBearer(authorization: string | undefined): Promise<Principal>;
+}
+
+const REALM = 'Bearer realm="portcullis"';
+
+/**
+ * GET and POST /oauth/userinfo (OpenID Connect Core §5.3): `sub` and the claims of the granted `profile`
+ * and `email` scopes, for an access token with `openid`. An ID token is not an access token (its `typ` is
+ * JWT), so it is refused like any invalid token.
+ */
+export function registerUserinfoEndpoint(scope: FastifyInstance, deps: UserinfoDeps): void {
+  scope.route({
+    method: ['GET', 'POST'],
+    url: '/oauth/userinfo',
+    handler: async (request, reply) => {
+      const principal = await authenticated(request, deps);
+      if (principal.kind !== 'user' || !principal.scopes.has('openid')) {
+        throw new OAuthError('insufficient_scope', 'The access token must be a user\'s and carry the openid scope.', 403, {
+          'www-authenticate': `${REALM}, error="insufficient_scope", scope="openid"`,
+        });
+      }
+      const user = await findUserById(deps.db.kysely, principal.subject);
+      if (!user) throw invalidToken('The user no longer exists.');
+      return reply.headers(NO_STORE_HEADERS).send({
+        sub: user.id,
+        ...(principal.scopes.has('profile') ? { name: user.name } : {}),
+        ...(principal.scopes.has('email') ? { email: user.email } : {}),
+      });
+    },
+  });
+}
+
+async function authenticated(request: FastifyRequest, deps: UserinfoDeps): Promise<Principal> {
+  // RFC 6750 §2.2 (a form field) and §2.3 (the query) are not accepted: tokens in bodies and URLs leak.
+  if (request.headers.authorization === undefined) throw new OAuthError('invalid_request', 'Send the access token as "Authorization: Bearer <token>".', 401, { 'www-authenticate': REALM });
+  try {
+    return await deps.authenticateBearer(request.headers.authorization);
+  } catch (error) {
+    if (error instanceof ApiError && error.code === 'UNAUTHENTICATED') throw invalidToken('The access token is invalid, expired or revoked.');
+    throw error;
+  }
+}
+
+function invalidToken(description: string): OAuthError {
+  return new OAuthError('invalid_token', description, 401, { 'www-authenticate': `${REALM}, error="invalid_token"` });
+}
