@@ -3,6 +3,7 @@ import { purgeExpiredIdempotencyKeys } from '../storage/idempotency-keys.js';
 import { purgeExpiredAccessTokens } from '../oauth/tokens/access-token-records.js';
 import { INVALIDATION_RETENTION_MS } from '../oauth/tokens/invalidation-feed.js';
 import { purgeOldInvalidations } from '../storage/invalidations.js';
+import { purgeExpiredSignInRows } from '../storage/expired-sign-in-rows.js';
 
 export interface MaintenanceLogger {
   error(obj: object, msg: string): void;
@@ -12,13 +13,14 @@ export interface MaintenanceLogger {
 const ACCESS_TOKEN_GRACE_MS = 24 * 3600 * 1000;
 
 /**
- * Removes rows that can no longer matter: expired idempotency keys, long-expired access tokens, and
- * invalidations every running server has read long ago.
+ * Removes rows that can no longer matter: expired idempotency keys, long-expired access tokens and
+ * sign-in records, and invalidations every running server has read long ago.
  */
 export async function purgeExpired(db: Db, now: number = Date.now()): Promise<void> {
   await purgeExpiredIdempotencyKeys(db.kysely, new Date(now).toISOString());
   await purgeExpiredAccessTokens(db.kysely, new Date(now - ACCESS_TOKEN_GRACE_MS).toISOString());
   await purgeOldInvalidations(db.kysely, new Date(now - INVALIDATION_RETENTION_MS).toISOString());
+  await purgeExpiredSignInRows(db.kysely, new Date(now - ACCESS_TOKEN_GRACE_MS).toISOString());
 }
 
 /**

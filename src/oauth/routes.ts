@@ -22,6 +22,10 @@ import { registerConsentPage } from './endpoints/consent.js';
 import { registerLoginPage } from './endpoints/login.js';
 import { sendPage } from './endpoints/page-reply.js';
 import { registerIntrospectionEndpoint } from './endpoints/introspect.js';
+import { registerDeviceAuthorizationEndpoint } from './endpoints/device-authorization.js';
+import { registerDevicePages } from './endpoints/device-pages.js';
+import { registerAccountPages } from './endpoints/account.js';
+import { registerLogoutEndpoint } from './endpoints/logout.js';
 import { registerUserinfoEndpoint } from './endpoints/userinfo.js';
 import type { Principal } from '../policy/principal.js';
 import { errorPage } from './pages/error-page.js';
@@ -79,6 +83,7 @@ export async function registerOAuth(app: FastifyInstance, deps: OAuthDeps): Prom
     registerTokenEndpoint(scope, deps);
     registerRevocationEndpoint(scope, deps);
     registerIntrospectionEndpoint(scope, deps);
+    registerDeviceAuthorizationEndpoint(scope, deps);
     registerUserinfoEndpoint(scope, deps);
     registerDiscovery(scope, deps);
     registerJwks(scope, deps);
@@ -96,6 +101,9 @@ export async function registerOAuth(app: FastifyInstance, deps: OAuthDeps): Prom
       registerAuthorizeEndpoint(pages, pageDeps);
       registerLoginPage(pages, pageDeps);
       registerConsentPage(pages, pageDeps);
+      registerDevicePages(pages, pageDeps);
+      registerAccountPages(pages, pageDeps);
+      registerLogoutEndpoint(pages, { ...pageDeps, keys: deps.keys });
     });
   });
 }

@@ -59,3 +59,7 @@ export function findUserRowByEmail(db: Kysely<Database>, email: string) {
     .where((eb) => eb(eb.fn('lower', ['email']), '=', email.toLowerCase()))
     .executeTakeFirst();
 }
+
+export async function updatePasswordHash(db: Kysely<Database>, userId: string, passwordHash: string, updatedAt: string): Promise<void> {
+  await db.updateTable('users').set({ passwordHash, updatedAt }).where('id', '=', userId).execute();
+}

@@ -15,6 +15,8 @@ import { AUTHORIZATION_CODE } from '../authorize/authorization-request.js';
 import { grantAuthorizationCode } from '../grants/authorization-code.js';
 import { GrantReuseError } from '../grants/grant-reuse-error.js';
 import { grantPassword, PASSWORD } from '../grants/password.js';
+import { grantDeviceCode } from '../grants/device-code.js';
+import { DEVICE_CODE } from '../device/device-authorization.js';
 import { grantRefreshToken } from '../grants/refresh-token.js';
 import { issueUserTokens, REFRESH_TOKEN, type UserGrant, type UserTokenDeps } from '../tokens/user-tokens.js';
 
@@ -72,6 +74,7 @@ const GRANTS: Readonly<Record<string, (request: GrantRequest) => Promise<Issued>
     const access = await deps.tokens.issueAccessToken({ client, ...grant, grantType: CLIENT_CREDENTIALS });
     return { access, refreshToken: null, idToken: null, subject: grant.subject };
   },
+  [DEVICE_CODE]: async ({ client, params, deps, now }) => issueFor(deps, await grantDeviceCode(deps.db.kysely, client, params, now)),
   [PASSWORD]: async ({ client, params, deps, address, now }) => {
     const context = { db: deps.db.kysely, enabled: deps.config.signIn.passwordGrant, throttle: deps.throttle, address, now };
     return issueFor(deps, await grantPassword(context, client, params));

@@ -70,3 +70,23 @@ export async function revokeClientTokens(db: Kysely<Database>, clientId: string,
   await recordInvalidation(db, 'client', clientId);
   return Number(result.numUpdatedRows);
 }
+
+/** Ends what a user granted one client registration: its access tokens and refresh families (consent withdrawn). */
+export async function revokeUserClientTokens(db: Kysely<Database>, userId: string, clientRegistrationId: string, revokedAt: string): Promise<void> {
+  await db
+    .updateTable('accessTokens')
+    .set({ revokedAt })
+    .where('subject', '=', userId)
+    .where('subjectType', '=', 'user')
+    .where('clientRegistrationId', '=', clientRegistrationId)
+    .where('revokedAt', 'is', null)
+    .execute();
+  await db
+    .updateTable('refreshTokens')
+    .set({ revokedAt })
+    .where('userId', '=', userId)
+    .where('clientRegistrationId', '=', clientRegistrationId)
+    .where('revokedAt', 'is', null)
+    .execute();
+  await recordInvalidation(db, 'user', userId);
+}

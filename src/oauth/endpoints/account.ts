@@ -1,0 +1,134 @@
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { deleteConsent, listConsents } from '../../storage/consents.js';
+import { updatePasswordHash } from '../../storage/users.js';
+import type { PageDeps } from '../browser/page-deps.js';
+import { browserBinding, type SignedIn } from '../browser/sign-in-sessions.js';
+import { accountPage } from '../pages/account-page.js';
+import { errorPage } from '../pages/error-page.js';
+import { signedOutPage } from '../pages/logout-pages.js';
+import { hashPassword } from '../passwords.js';
+import { revokeUserClientTokens, revokeUserTokens } from '../tokens/access-token-records.js';
+import { verifyUserCredentials } from '../user-credentials.js';
+import { redirect, requestParams, sendPage, singleParam } from './page-reply.js';
+
+const FORGED = errorPage(403, 'Form expired', 'The form could not be verified. Reload the page and try again.');
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+/**
+ * /oauth/account: the signed-in user's own page. The password changes here (the REST `password` field is
+ * for administrators), consents are withdrawn here (which ends that application's tokens), and "sign out
+ * everywhere" ends every session and token of the user.
+ */
+export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): void {
+  scope.get('/oauth/account', async (request, reply) => {
+    const signedIn = await deps.sessions.current(request.headers.cookie);
+    if (!signedIn) return redirect(reply, '/oauth/login');
+    return showAccount(deps, reply, signedIn, request.headers.cookie, { notice: null, error: null });
+  });
+
+  scope.post('/oauth/account/password', async (request, reply) => {
+    const form = requestParams(request);
+    const context = await formContext(deps, request.headers.cookie, form, 'account:password');
+    if (!context) return sendPage(reply, FORGED);
+    const { signedIn } = context;
+    const current = singleParam(form, 'current_password') ?? '';
+    const next = singleParam(form, 'new_password') ?? '';
+    const verdict = await deps.throttle.check(signedIn.user.email, request.ip);
+    if (!verdict.allowed) {
+      return showAccount(deps, reply, signedIn, request.headers.cookie, { notice: null, error: 'Too many wrong passwords; try again later.', status: 429 });
+    }
+    if (current.length > 256 || (await verifyUserCredentials(deps.db, signedIn.user.email, current)) === null) {
+      await deps.throttle.failed(signedIn.user.email, request.ip);
+      return showAccount(deps, reply, signedIn, request.headers.cookie, { notice: null, error: 'The current password is wrong.', status: 400 });
+    }
+    if (next.length < 12 || next.length > 256 || CONTROL.test(next)) {
+      return showAccount(deps, reply, signedIn, request.headers.cookie, { notice: null, error: 'The new password must have 12 to 256 characters and no control characters.', status: 400 });
+    }
+    const now = new Date(deps.clock()).toISOString();
+    const passwordHash = await hashPassword(next);
+    // Every token, refresh family and session of the user ends; this browser gets a fresh session.
+    await deps.db.transaction().execute(async (trx) => {
+      await updatePasswordHash(trx, signedIn.user.id, passwordHash, now);
+      await revokeUserTokens(trx, signedIn.user.id, now);
+    });
+    deps.forgetUser(signedIn.user.id);
+    recordAccount(deps, request.id, signedIn, 'account.password');
+    const started = await deps.sessions.start(signedIn.user.id);
+    const renewed = { ...signedIn, sessionId: started.sessionId };
+    return showAccount(deps, reply, renewed, request.headers.cookie, { notice: 'Your password was changed. Other devices and applications were signed out.', error: null }, [started.setCookie]);
+  });
+
+  scope.post('/oauth/account/applications/revoke', async (request, reply) => {
+    const form = requestParams(request);
+    const context = await formContext(deps, request.headers.cookie, form, 'account:revoke');
+    if (!context) return sendPage(reply, FORGED);
+    const { signedIn } = context;
+    const application = singleParam(form, 'application') ?? '';
+    const now = new Date(deps.clock()).toISOString();
+    const removed = await deps.db.transaction().execute(async (trx) => {
+      const deleted = await deleteConsent(trx, signedIn.user.id, application);
+      if (deleted) await revokeUserClientTokens(trx, signedIn.user.id, application, now);
+      return deleted;
+    });
+    if (removed) {
+      deps.forgetUser(signedIn.user.id);
+      recordAccount(deps, request.id, signedIn, 'account.revoke_application');
+    }
+    return showAccount(deps, reply, signedIn, request.headers.cookie, { notice: removed ? 'The application no longer has access.' : null, error: null });
+  });
+
+  scope.post('/oauth/account/sign-out-everywhere', async (request, reply) => {
+    const context = await formContext(deps, request.headers.cookie, requestParams(request), 'account:everywhere');
+    if (!context) return sendPage(reply, FORGED);
+    const { signedIn } = context;
+    await deps.db.transaction().execute((trx) => revokeUserTokens(trx, signedIn.user.id, new Date(deps.clock()).toISOString()));
+    deps.forgetUser(signedIn.user.id);
+    recordAccount(deps, request.id, signedIn, 'account.sign_out_everywhere');
+    return sendPage(reply, signedOutPage(), [await deps.sessions.end(signedIn.sessionId)]);
+  });
+}
+
+async function formContext(deps: PageDeps, cookie: string | undefined, form: URLSearchParams, purpose: string): Promise<{ signedIn: SignedIn } | null> {
+  const binding = browserBinding(deps.jar, cookie);
+  if (binding.setCookie !== null || !deps.csrf.verify(singleParam(form, 'csrf_token'), binding.browser, purpose)) return null;
+  const signedIn = await deps.sessions.current(cookie);
+  return signedIn ? { signedIn } : null;
+}
+
+async function showAccount(
+  deps: PageDeps,
+  reply: FastifyReply,
+  signedIn: SignedIn,
+  cookie: string | undefined,
+  messages: { notice: string | null; error: string | null; status?: number },
+  cookies: string[] = [],
+): Promise<FastifyReply> {
+  const binding = browserBinding(deps.jar, cookie);
+  const csrf = (purpose: string) => deps.csrf.issue(binding.browser, purpose);
+  const applications = await listConsents(deps.db, signedIn.user.id);
+  return sendPage(
+    reply,
+    accountPage({
+      email: signedIn.user.email,
+      name: signedIn.user.name,
+      applications,
+      csrf: { password: csrf('account:password'), revoke: csrf('account:revoke'), everywhere: csrf('account:everywhere'), logout: csrf('logout') },
+      ...messages,
+    }),
+    [binding.setCookie, ...cookies],
+  );
+}
+
+function recordAccount(deps: PageDeps, requestId: string, signedIn: SignedIn, operation: string): void {
+  deps.audit.record({
+    requestId,
+    interface: 'oauth',
+    operation,
+    subject: signedIn.user.id,
+    clientId: null,
+    resourceType: 'user',
+    resourceId: signedIn.user.id,
+    decision: 'allow',
+    reason: 'authenticated',
+  });
+}

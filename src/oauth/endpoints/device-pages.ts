@@ -1,0 +1,84 @@
+import type { FastifyInstance } from 'fastify';
+import { findClientByClientId } from '../../storage/clients.js';
+import { decideDeviceCode, findDeviceCodeByUserCode } from '../../storage/device-codes.js';
+import type { PageDeps } from '../browser/page-deps.js';
+import { browserBinding } from '../browser/sign-in-sessions.js';
+import { displayUserCode, normalizeUserCode } from '../device/user-code.js';
+import { consentPage } from '../pages/consent-page.js';
+import { deviceDonePage, deviceEntryPage } from '../pages/device-pages.js';
+import { errorPage } from '../pages/error-page.js';
+import { redirect, requestParams, sendPage, singleParam } from './page-reply.js';
+
+const UNKNOWN = 'That code is not valid or has expired. Check the code on your device.';
+const FORGED = errorPage(403, 'Form expired', 'The form could not be verified. Reload the page and try again.');
+
+/**
+ * The device flow's user side (RFC 8628 §3.3): GET /oauth/device asks for the code (or takes it from
+ * verification_uri_complete), has the user sign in, and shows what the device asks for, each scope free
+ * to untick; POST /oauth/device records the answer once. Wrong codes count against the address like wrong
+ * passwords, so the 20^8 codes cannot be walked.
+ */
+export function registerDevicePages(scope: FastifyInstance, deps: PageDeps): void {
+  scope.get('/oauth/device', async (request, reply) => {
+    const entered = singleParam(requestParams(request), 'user_code');
+    if (entered === undefined) return sendPage(reply, deviceEntryPage(null));
+    const verdict = await deps.throttle.check(null, request.ip);
+    if (!verdict.allowed) {
+      reply.header('retry-after', String(verdict.retryAfterSeconds));
+      return sendPage(reply, deviceEntryPage(`Too many wrong codes. Try again in ${Math.ceil(verdict.retryAfterSeconds / 60)} minutes.`, 429));
+    }
+    const code = normalizeUserCode(entered);
+    const row = code === null ? null : await findDeviceCodeByUserCode(deps.db, code);
+    if (!row || row.status !== 'pending' || Date.parse(row.expiresAt) <= deps.clock()) {
+      await deps.throttle.failed(null, request.ip);
+      return sendPage(reply, deviceEntryPage(UNKNOWN, 400));
+    }
+    const signedIn = await deps.sessions.current(request.headers.cookie);
+    if (!signedIn) return redirect(reply, `/oauth/login?user_code=${displayUserCode(row.userCode)}`);
+    const client = await findClientByClientId(deps.db, row.clientId);
+    if (!client || client.id !== row.clientRegistrationId) return sendPage(reply, deviceEntryPage(UNKNOWN, 400));
+    const binding = browserBinding(deps.jar, request.headers.cookie);
+    return sendPage(
+      reply,
+      consentPage({
+        action: '/oauth/device',
+        hidden: { user_code: row.userCode, csrf_token: deps.csrf.issue(binding.browser, `device:${row.userCode}`) },
+        clientName: client.name,
+        userEmail: signedIn.user.email,
+        scopes: row.scopes.split(' ').map((name) => ({ name, description: deps.scopeDescriptions[name] ?? name })),
+      }),
+      [binding.setCookie],
+    );
+  });
+
+  scope.post('/oauth/device', async (request, reply) => {
+    const form = requestParams(request);
+    const code = normalizeUserCode(singleParam(form, 'user_code') ?? '');
+    const binding = browserBinding(deps.jar, request.headers.cookie);
+    const browser = binding.setCookie === null ? binding.browser : null;
+    if (code === null || !deps.csrf.verify(singleParam(form, 'csrf_token'), browser, `device:${code}`)) return sendPage(reply, FORGED);
+    const signedIn = await deps.sessions.current(request.headers.cookie);
+    if (!signedIn) return redirect(reply, `/oauth/login?user_code=${displayUserCode(code)}`);
+    const row = await findDeviceCodeByUserCode(deps.db, code);
+    if (!row || row.status !== 'pending' || Date.parse(row.expiresAt) <= deps.clock()) return sendPage(reply, deviceEntryPage(UNKNOWN, 400));
+    const requested = row.scopes.split(' ');
+    const ticked = new Set(form.getAll('scope'));
+    const allowed = requested.filter((name) => ticked.has(name));
+    const approved = singleParam(form, 'decision') === 'allow' && allowed.length > 0;
+    const decision = { status: approved ? ('approved' as const) : ('denied' as const), userId: signedIn.user.id, authTime: new Date(signedIn.authTime * 1000).toISOString(), scopes: (approved ? allowed : requested).join(' ') };
+    if (!(await decideDeviceCode(deps.db, row.deviceCodeHash, decision))) return sendPage(reply, deviceEntryPage(UNKNOWN, 400));
+    deps.audit.record({
+      requestId: request.id,
+      interface: 'oauth',
+      operation: 'device',
+      subject: signedIn.user.id,
+      clientId: row.clientId,
+      resourceType: 'grant',
+      resourceId: row.grantId,
+      decision: approved ? 'allow' : 'deny',
+      reason: approved ? 'granted' : 'consent',
+      scopes: decision.scopes,
+    });
+    return sendPage(reply, deviceDonePage(approved));
+  });
+}
