@@ -15,7 +15,7 @@ import { gatewayPolicy } from './codegen/gateway-policy.js';
 import { compileGraphqlAccess } from './codegen/graphql-access.js';
 import { compileResources } from './codegen/policy-table.js';
 import { ContractError, Problems } from './codegen/problems.js';
-import { publishSpec } from './codegen/publish-spec.js';
+import { checkPublishable, publishSpec } from './codegen/publish-spec.js';
 import { compileRoutes } from './codegen/rest-routes.js';
 import type { PolicyTable } from './src/policy/table.js';
 
@@ -65,6 +65,7 @@ export async function generate(sources: ContractSources): Promise<Record<string,
   const resources = compileResources(policySource, doc, problems);
   const routes = compileRoutes(doc, scopes, policySource, problems);
   const graphql = compileGraphqlAccess(sources.graphql, scopes, policySource, problems);
+  checkPublishable(doc, problems);
   problems.throwIfAny();
 
   const policy: PolicyTable = {

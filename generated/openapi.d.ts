@@ -1141,6 +1141,11 @@ export interface components {
          * @example true
          */
         "Idempotent-Replayed": "true";
+        /**
+         * @description CORS (Fetch standard): the request's `Origin`, echoed only when it is one of the exact origins the server's operator lists (`CORS_ORIGINS`); absent for any other origin, and on every response when CORS is off. Never `*`. Every response may carry it, so the published contract names it on each.
+         * @example https://app.example.com
+         */
+        "Access-Control-Allow-Origin": string;
     };
     pathItems: never;
 }

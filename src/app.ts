@@ -8,6 +8,7 @@ import { bootstrapIfEmpty, type BootstrapResult } from './bootstrap/first-start.
 import type { Config } from './config/config.js';
 import { ApiError } from './errors/registry.js';
 import { capConnectionsPerAddress, clientErrorHandler, rawErrorResponse } from './http/connection-guard.js';
+import { Cors } from './http/cors.js';
 import { RateLimiter, rateLimitHeaders } from './limits/rate-limit.js';
 import { SignInThrottle } from './limits/sign-in-throttle.js';
 import { KeyStore } from './oauth/keys/key-store.js';
@@ -211,6 +212,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     },
   };
 
+  // CORS only when CORS_ORIGINS lists origins; its paths are listed in http/cors.ts, not per route.
+  const cors = config.cors.origins.length > 0 ? new Cors(config.cors.origins) : null;
+  if (cors) fastify.addHook('onSend', cors.onSend);
   // Set when the request arrives, so every response carries them, errors included.
   const allowedMethods = new AllowedMethods();
   fastify.addHook('onRoute', (route) => allowedMethods.add(route.method, route.url));
@@ -272,6 +276,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     const limit = await limiter.anonymous.consume(request.ip);
     reply.headers(rateLimitHeaders(limit));
     const allow = allowedMethods.for(request.url.split('?', 1)[0]!);
+    // No route has OPTIONS: a CORS preflight lands here, spending the address's anonymous budget only.
+    const preflight = limit.allowed && cors ? cors.preflight(request, allow) : null;
+    if (preflight) return reply.code(204).headers(preflight).send();
     const error = !limit.allowed
       ? new ApiError('RATE_LIMITED', `Too many requests; retry in ${limit.resetSeconds} s.`, { headers: { 'retry-after': String(limit.resetSeconds) } })
       : allow.length > 0

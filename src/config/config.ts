@@ -56,6 +56,10 @@ export interface Config {
   readonly graphql: {
     readonly introspectionPublic: boolean;
   };
+  readonly cors: {
+    /** Exact origins (`scheme://host[:port]`) browser apps may call from; empty turns CORS off. */
+    readonly origins: readonly string[];
+  };
   /** Development defaults in force; production refuses to start with any of them. */
   readonly developmentDefaults: readonly string[];
 }
@@ -116,6 +120,41 @@ function readUrl(env: Env, name: string, protocols: string[], problems: Problems
     problems.add(name, 'must be a URL');
   }
   return raw;
+}
+
+/**
+ * CORS_ORIGINS: comma-separated origins, each exactly as a browser serialises it in `Origin` (Fetch standard,
+ * "`Origin` header"; RFC 6454 §6.1) — scheme, lower-case ASCII host, port only when not the scheme's default, no path —
+ * because the server compares them byte for byte. A wildcard or `null` would open the API to any page.
+ */
+function readOrigins(env: Env, name: string, problems: Problems): string[] {
+  const raw = readString(env, name);
+  if (raw === null) return [];
+  const origins: string[] = [];
+  for (const entry of raw.split(',').map((part) => part.trim())) {
+    const problem = originProblem(entry);
+    if (problem === null) origins.push(entry);
+    else problems.add(name, problem);
+  }
+  return origins;
+}
+
+function originProblem(entry: string): string | null {
+  if (entry === '') return 'has an empty entry (origins are separated by single commas)';
+  // Sandboxed documents, file: pages and cross-origin redirects send `Origin: null` (Fetch standard, "`Origin` header").
+  if (entry === 'null') return '"null" is the origin of sandboxed and file: documents; it cannot be allowed';
+  if (entry.includes('*')) return `${JSON.stringify(entry)}: wildcards are not allowed; list each origin exactly`;
+  let url: URL;
+  try {
+    url = new URL(entry);
+  } catch {
+    return `${JSON.stringify(entry)} is not an origin (scheme://host[:port])`;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return `${JSON.stringify(entry)} must use http or https`;
+  if (url.origin !== entry) {
+    return `${JSON.stringify(entry)} is not an origin as browsers send it (scheme://host[:port], no path); did you mean ${JSON.stringify(url.origin)}?`;
+  }
+  return null;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -201,6 +240,7 @@ export function loadConfig(env: Env = process.env): Config {
     graphql: {
       introspectionPublic: readBool(env, 'GRAPHQL_INTROSPECTION_PUBLIC', false, problems),
     },
+    cors: { origins: readOrigins(env, 'CORS_ORIGINS', problems) },
     developmentDefaults,
   };
 

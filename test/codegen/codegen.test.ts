@@ -135,6 +135,32 @@ describe('codegen', () => {
     expect(published.paths['/v1/rest'].get.security).toEqual([]);
     expect(published.paths['/v1/authorization'].get.security).toEqual([{ oauth2: [] }]);
   });
+
+  it('names the optional Access-Control-Allow-Origin header on every published response', async () => {
+    const published = JSON.parse((await generate(sources))['openapi.json']!);
+    expect(published.components.headers['Access-Control-Allow-Origin']).toMatchObject({ schema: { type: 'string' } });
+    expect(published.components.headers['Access-Control-Allow-Origin'].required).toBeUndefined();
+    const named: unknown[] = [];
+    const responses: [string, any][] = Object.entries<any>(published.components.responses).map(([name, r]) => [`components.responses.${name}`, r]);
+    for (const [url, item] of Object.entries<any>(published.paths)) {
+      for (const [method, op] of Object.entries<any>(item)) {
+        for (const [status, r] of Object.entries<any>(op.responses ?? {})) responses.push([`${method} ${url} ${status}`, r]);
+      }
+    }
+    for (const [where, response] of responses) {
+      const resolved = response.$ref ? published.components.responses[response.$ref.split('/').pop()] : response;
+      named.push([where, resolved.headers?.['Access-Control-Allow-Origin']]);
+    }
+    expect(responses.length).toBeGreaterThan(100);
+    expect(named).toEqual(responses.map(([where]) => [where, { $ref: '#/components/headers/Access-Control-Allow-Origin' }]));
+  });
+
+  it('refuses a contract that does not declare the Access-Control-Allow-Origin header it publishes', async () => {
+    const problems = await problemsOf(withOpenapi((doc) => delete doc.components.headers['Access-Control-Allow-Origin']));
+    expect(problems).toEqual([
+      'openapi.yaml: components.headers: must declare Access-Control-Allow-Origin (the published contract names it on every response)',
+    ]);
+  });
 });
 
 describe('codegen keeps duplicated lists in step', () => {

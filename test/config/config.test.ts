@@ -70,6 +70,43 @@ describe('configuration', () => {
     );
   });
 
+  it('reads CORS_ORIGINS as exact origins, and turns CORS off when it is unset or empty', () => {
+    expect(loadConfig({}).cors.origins).toEqual([]);
+    expect(loadConfig({ CORS_ORIGINS: '' }).cors.origins).toEqual([]);
+    expect(loadConfig({ CORS_ORIGINS: 'https://app.example.com, http://127.0.0.1:5173,http://[::1]:8080' }).cors.origins).toEqual([
+      'https://app.example.com',
+      'http://127.0.0.1:5173',
+      'http://[::1]:8080',
+    ]);
+  });
+
+  it('refuses CORS_ORIGINS entries that are not exact origins, naming each', () => {
+    const refused = (value: string) => problemsOf({ CORS_ORIGINS: value });
+    expect(refused('*')).toEqual(['CORS_ORIGINS: "*": wildcards are not allowed; list each origin exactly']);
+    expect(refused('https://*.example.com')).toEqual(['CORS_ORIGINS: "https://*.example.com": wildcards are not allowed; list each origin exactly']);
+    expect(refused('null')).toEqual(['CORS_ORIGINS: "null" is the origin of sandboxed and file: documents; it cannot be allowed']);
+    const suggest = (entry: string, origin: string) =>
+      `CORS_ORIGINS: ${JSON.stringify(entry)} is not an origin as browsers send it (scheme://host[:port], no path); did you mean ${JSON.stringify(origin)}?`;
+    expect(refused('https://app.example.com/')).toEqual([suggest('https://app.example.com/', 'https://app.example.com')]);
+    expect(refused('https://app.example.com/app')).toEqual([suggest('https://app.example.com/app', 'https://app.example.com')]);
+    expect(refused('https://app.example.com?x=1')).toEqual([suggest('https://app.example.com?x=1', 'https://app.example.com')]);
+    expect(refused('https://App.Example.com')).toEqual([suggest('https://App.Example.com', 'https://app.example.com')]);
+    expect(refused('https://app.example.com:443')).toEqual([suggest('https://app.example.com:443', 'https://app.example.com')]);
+    expect(refused('https://user@app.example.com')).toEqual([suggest('https://user@app.example.com', 'https://app.example.com')]);
+    expect(refused('https://bücher.example')).toEqual([suggest('https://bücher.example', 'https://xn--bcher-kva.example')]);
+    expect(refused('app.example.com')).toEqual(['CORS_ORIGINS: "app.example.com" is not an origin (scheme://host[:port])']);
+    expect(refused('ftp://files.example.com')).toEqual(['CORS_ORIGINS: "ftp://files.example.com" must use http or https']);
+    expect(refused('https://a.example.com,,https://b.example.com')).toEqual([
+      'CORS_ORIGINS: has an empty entry (origins are separated by single commas)',
+    ]);
+    // Every bad entry is listed, beside the other settings' problems.
+    expect(problemsOf({ CORS_ORIGINS: 'https://ok.example.com,*,http://x.example.com/', PORT: 'eighty' })).toEqual([
+      'PORT: must be an integer, got "eighty"',
+      'CORS_ORIGINS: "*": wildcards are not allowed; list each origin exactly',
+      suggest('http://x.example.com/', 'http://x.example.com'),
+    ]);
+  });
+
   it('refuses weak bootstrap credentials', () => {
     expect(problemsOf({ BOOTSTRAP_ADMIN_PASSWORD: 'short', BOOTSTRAP_CLIENT_SECRET: 'also-short', KEY_ENCRYPTION_SECRET: 'tiny' })).toEqual([
       'KEY_ENCRYPTION_SECRET: must be at least 32 characters',
