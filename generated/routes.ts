@@ -15201,11 +15201,13 @@ export const routes: readonly RouteDefinition[] = [
                   "name",
                   "type",
                   "redirectUris",
+                  "postLogoutRedirectUris",
                   "grantTypes",
                   "scopes",
                   "role",
                   "accessTokenFormat",
                   "accessTokenTtl",
+                  "idTokenSignedResponseAlg",
                   "firstParty",
                   "legacy",
                   "createdAt"
@@ -15246,6 +15248,19 @@ export const routes: readonly RouteDefinition[] = [
                     "uniqueItems": true,
                     "items": {
                       "type": "string",
+                      "description": "An absolute URI without a fragment (RFC 6749 §3.1.2), matched exactly (no wildcards, RFC 9700 §2.1): `https:` with a host; `http:` only on the loopback IP literals `127.0.0.1` and `[::1]` (not `localhost`, RFC 8252 §7.3, §8.3); or a private-use scheme in reverse domain notation such as `com.example.app:/callback` (RFC 8252 §7.1). No user information.",
+                      "format": "uri",
+                      "maxLength": 2000
+                    }
+                  },
+                  "postLogoutRedirectUris": {
+                    "type": "array",
+                    "description": "Where the client may ask to be sent after signing the user out (OpenID Connect RP-Initiated Logout 1.0 `post_logout_redirect_uris`), matched exactly.",
+                    "maxItems": 20,
+                    "uniqueItems": true,
+                    "items": {
+                      "type": "string",
+                      "description": "An absolute URI without a fragment (RFC 6749 §3.1.2), matched exactly (no wildcards, RFC 9700 §2.1): `https:` with a host; `http:` only on the loopback IP literals `127.0.0.1` and `[::1]` (not `localhost`, RFC 8252 §7.3, §8.3); or a private-use scheme in reverse domain notation such as `com.example.app:/callback` (RFC 8252 §7.1). No user information.",
                       "format": "uri",
                       "maxLength": 2000
                     }
@@ -15256,11 +15271,11 @@ export const routes: readonly RouteDefinition[] = [
                     "uniqueItems": true,
                     "items": {
                       "type": "string",
-                      "description": "An OAuth 2.0 grant type.",
+                      "description": "An OAuth 2.0 grant type this server serves; the implicit grant is not served (RFC 9700 §2.1.2). `password` is accepted only for a `legacy` client, and the token endpoint serves it only while the server runs with `OAUTH_PASSWORD_GRANT=enabled` too.",
                       "enum": [
                         "authorization_code",
-                        "client_credentials",
                         "refresh_token",
+                        "client_credentials",
                         "urn:ietf:params:oauth:grant-type:device_code",
                         "password"
                       ]
@@ -15294,12 +15309,20 @@ export const routes: readonly RouteDefinition[] = [
                     }
                   },
                   "role": {
-                    "type": "string",
-                    "description": "The role a client-credentials token acts with.",
-                    "enum": [
-                      "admin",
-                      "editor",
-                      "member"
+                    "description": "The role a client-credentials token acts with; null for a client without `client_credentials`.",
+                    "oneOf": [
+                      {
+                        "type": "string",
+                        "description": "`admin` may do everything; `editor` manages all content and reads users; `member` manages its own content and reads published content.",
+                        "enum": [
+                          "admin",
+                          "editor",
+                          "member"
+                        ]
+                      },
+                      {
+                        "type": "null"
+                      }
                     ]
                   },
                   "accessTokenFormat": {
@@ -15315,6 +15338,14 @@ export const routes: readonly RouteDefinition[] = [
                     "description": "Access token lifetime in seconds.",
                     "minimum": 300,
                     "maximum": 3600
+                  },
+                  "idTokenSignedResponseAlg": {
+                    "type": "string",
+                    "description": "The algorithm the client's ID tokens are signed with (OpenID Connect Dynamic Client Registration 1.0 §2).",
+                    "enum": [
+                      "RS256",
+                      "ES256"
+                    ]
                   },
                   "firstParty": {
                     "type": "boolean",
@@ -15971,11 +16002,13 @@ export const routes: readonly RouteDefinition[] = [
             "name",
             "type",
             "redirectUris",
+            "postLogoutRedirectUris",
             "grantTypes",
             "scopes",
             "role",
             "accessTokenFormat",
             "accessTokenTtl",
+            "idTokenSignedResponseAlg",
             "firstParty",
             "legacy",
             "createdAt"
@@ -16021,6 +16054,18 @@ export const routes: readonly RouteDefinition[] = [
               "uniqueItems": true,
               "items": {
                 "type": "string",
+                "description": "An absolute URI without a fragment (RFC 6749 §3.1.2), matched exactly (no wildcards, RFC 9700 §2.1): `https:` with a host; `http:` only on the loopback IP literals `127.0.0.1` and `[::1]` (not `localhost`, RFC 8252 §7.3, §8.3); or a private-use scheme in reverse domain notation such as `com.example.app:/callback` (RFC 8252 §7.1). No user information.",
+                "format": "uri",
+                "maxLength": 2000
+              }
+            },
+            "postLogoutRedirectUris": {
+              "type": "array",
+              "maxItems": 20,
+              "uniqueItems": true,
+              "items": {
+                "type": "string",
+                "description": "An absolute URI without a fragment (RFC 6749 §3.1.2), matched exactly (no wildcards, RFC 9700 §2.1): `https:` with a host; `http:` only on the loopback IP literals `127.0.0.1` and `[::1]` (not `localhost`, RFC 8252 §7.3, §8.3); or a private-use scheme in reverse domain notation such as `com.example.app:/callback` (RFC 8252 §7.1). No user information.",
                 "format": "uri",
                 "maxLength": 2000
               }
@@ -16031,11 +16076,11 @@ export const routes: readonly RouteDefinition[] = [
               "uniqueItems": true,
               "items": {
                 "type": "string",
-                "description": "An OAuth 2.0 grant type.",
+                "description": "An OAuth 2.0 grant type this server serves; the implicit grant is not served (RFC 9700 §2.1.2). `password` is accepted only for a `legacy` client, and the token endpoint serves it only while the server runs with `OAUTH_PASSWORD_GRANT=enabled` too.",
                 "enum": [
                   "authorization_code",
-                  "client_credentials",
                   "refresh_token",
+                  "client_credentials",
                   "urn:ietf:params:oauth:grant-type:device_code",
                   "password"
                 ]
@@ -16068,12 +16113,19 @@ export const routes: readonly RouteDefinition[] = [
               }
             },
             "role": {
-              "type": "string",
-              "description": "`admin` may do everything; `editor` manages all content and reads users; `member` manages its own content and reads published content.",
-              "enum": [
-                "admin",
-                "editor",
-                "member"
+              "oneOf": [
+                {
+                  "type": "string",
+                  "description": "`admin` may do everything; `editor` manages all content and reads users; `member` manages its own content and reads published content.",
+                  "enum": [
+                    "admin",
+                    "editor",
+                    "member"
+                  ]
+                },
+                {
+                  "type": "null"
+                }
               ]
             },
             "accessTokenFormat": {
@@ -16088,6 +16140,13 @@ export const routes: readonly RouteDefinition[] = [
               "format": "int32",
               "minimum": 300,
               "maximum": 3600
+            },
+            "idTokenSignedResponseAlg": {
+              "type": "string",
+              "enum": [
+                "RS256",
+                "ES256"
+              ]
             },
             "firstParty": {
               "type": "boolean"
@@ -16955,15 +17014,14 @@ export const routes: readonly RouteDefinition[] = [
       },
       "body": {
         "type": "object",
-        "description": "A new OAuth client registration.",
+        "description": "A new OAuth client registration. Beyond each property's own schema: `role` is required with `client_credentials` and must be absent or null otherwise; `authorization_code` needs at least one redirect URI, and redirect URIs and post-logout redirect URIs are accepted only with it; `refresh_token` only together with a grant that issues one (`authorization_code`, the device code grant, `password`); `password` only for a `legacy` client. A public client has no secret and cannot use `client_credentials` or `password`; a public client with an `https:` redirect URI runs in a browser and cannot use `refresh_token` (the refresh token never reaches the browser; it renews with `prompt=none`), while a native one (loopback or private-use scheme redirect URIs, RFC 8252) or one using the device code grant alone may. A registration that breaks a rule is `400 VALIDATION_FAILED` with a detail per problem.",
         "additionalProperties": false,
         "required": [
           "name",
           "type",
           "redirectUris",
           "grantTypes",
-          "scopes",
-          "role"
+          "scopes"
         ],
         "properties": {
           "clientId": {
@@ -16989,11 +17047,25 @@ export const routes: readonly RouteDefinition[] = [
           },
           "redirectUris": {
             "type": "array",
-            "description": "Redirect URIs, matched exactly (no wildcards).",
+            "description": "Redirect URIs, matched exactly (no wildcards); at least one with `authorization_code`, none without it.",
             "maxItems": 20,
             "uniqueItems": true,
             "items": {
               "type": "string",
+              "description": "An absolute URI without a fragment (RFC 6749 §3.1.2), matched exactly (no wildcards, RFC 9700 §2.1): `https:` with a host; `http:` only on the loopback IP literals `127.0.0.1` and `[::1]` (not `localhost`, RFC 8252 §7.3, §8.3); or a private-use scheme in reverse domain notation such as `com.example.app:/callback` (RFC 8252 §7.1). No user information.",
+              "format": "uri",
+              "maxLength": 2000
+            }
+          },
+          "postLogoutRedirectUris": {
+            "type": "array",
+            "description": "Where the client may ask to be sent after signing the user out (OpenID Connect RP-Initiated Logout 1.0 `post_logout_redirect_uris`), matched exactly; only with `authorization_code`.",
+            "maxItems": 20,
+            "uniqueItems": true,
+            "default": [],
+            "items": {
+              "type": "string",
+              "description": "An absolute URI without a fragment (RFC 6749 §3.1.2), matched exactly (no wildcards, RFC 9700 §2.1): `https:` with a host; `http:` only on the loopback IP literals `127.0.0.1` and `[::1]` (not `localhost`, RFC 8252 §7.3, §8.3); or a private-use scheme in reverse domain notation such as `com.example.app:/callback` (RFC 8252 §7.1). No user information.",
               "format": "uri",
               "maxLength": 2000
             }
@@ -17004,11 +17076,11 @@ export const routes: readonly RouteDefinition[] = [
             "uniqueItems": true,
             "items": {
               "type": "string",
-              "description": "An OAuth 2.0 grant type.",
+              "description": "An OAuth 2.0 grant type this server serves; the implicit grant is not served (RFC 9700 §2.1.2). `password` is accepted only for a `legacy` client, and the token endpoint serves it only while the server runs with `OAUTH_PASSWORD_GRANT=enabled` too.",
               "enum": [
                 "authorization_code",
-                "client_credentials",
                 "refresh_token",
+                "client_credentials",
                 "urn:ietf:params:oauth:grant-type:device_code",
                 "password"
               ]
@@ -17042,12 +17114,16 @@ export const routes: readonly RouteDefinition[] = [
             }
           },
           "role": {
-            "type": "string",
-            "description": "The role a client-credentials token acts with.",
+            "type": [
+              "string",
+              "null"
+            ],
+            "description": "The role (see `Role`) a client-credentials token acts with: required with `client_credentials`, absent or null otherwise (a client acting for a user has the user's role).",
             "enum": [
               "admin",
               "editor",
-              "member"
+              "member",
+              null
             ]
           },
           "accessTokenFormat": {
@@ -17065,6 +17141,15 @@ export const routes: readonly RouteDefinition[] = [
             "minimum": 300,
             "maximum": 3600,
             "default": 600
+          },
+          "idTokenSignedResponseAlg": {
+            "type": "string",
+            "description": "The algorithm the client's ID tokens are signed with (OpenID Connect Dynamic Client Registration 1.0 §2).",
+            "enum": [
+              "RS256",
+              "ES256"
+            ],
+            "default": "RS256"
           },
           "firstParty": {
             "type": "boolean",
@@ -17114,11 +17199,13 @@ export const routes: readonly RouteDefinition[] = [
             "name",
             "type",
             "redirectUris",
+            "postLogoutRedirectUris",
             "grantTypes",
             "scopes",
             "role",
             "accessTokenFormat",
             "accessTokenTtl",
+            "idTokenSignedResponseAlg",
             "firstParty",
             "legacy",
             "createdAt"
@@ -17159,6 +17246,19 @@ export const routes: readonly RouteDefinition[] = [
               "uniqueItems": true,
               "items": {
                 "type": "string",
+                "description": "An absolute URI without a fragment (RFC 6749 §3.1.2), matched exactly (no wildcards, RFC 9700 §2.1): `https:` with a host; `http:` only on the loopback IP literals `127.0.0.1` and `[::1]` (not `localhost`, RFC 8252 §7.3, §8.3); or a private-use scheme in reverse domain notation such as `com.example.app:/callback` (RFC 8252 §7.1). No user information.",
+                "format": "uri",
+                "maxLength": 2000
+              }
+            },
+            "postLogoutRedirectUris": {
+              "type": "array",
+              "description": "Where the client may ask to be sent after signing the user out (OpenID Connect RP-Initiated Logout 1.0 `post_logout_redirect_uris`), matched exactly.",
+              "maxItems": 20,
+              "uniqueItems": true,
+              "items": {
+                "type": "string",
+                "description": "An absolute URI without a fragment (RFC 6749 §3.1.2), matched exactly (no wildcards, RFC 9700 §2.1): `https:` with a host; `http:` only on the loopback IP literals `127.0.0.1` and `[::1]` (not `localhost`, RFC 8252 §7.3, §8.3); or a private-use scheme in reverse domain notation such as `com.example.app:/callback` (RFC 8252 §7.1). No user information.",
                 "format": "uri",
                 "maxLength": 2000
               }
@@ -17169,11 +17269,11 @@ export const routes: readonly RouteDefinition[] = [
               "uniqueItems": true,
               "items": {
                 "type": "string",
-                "description": "An OAuth 2.0 grant type.",
+                "description": "An OAuth 2.0 grant type this server serves; the implicit grant is not served (RFC 9700 §2.1.2). `password` is accepted only for a `legacy` client, and the token endpoint serves it only while the server runs with `OAUTH_PASSWORD_GRANT=enabled` too.",
                 "enum": [
                   "authorization_code",
-                  "client_credentials",
                   "refresh_token",
+                  "client_credentials",
                   "urn:ietf:params:oauth:grant-type:device_code",
                   "password"
                 ]
@@ -17207,12 +17307,20 @@ export const routes: readonly RouteDefinition[] = [
               }
             },
             "role": {
-              "type": "string",
-              "description": "The role a client-credentials token acts with.",
-              "enum": [
-                "admin",
-                "editor",
-                "member"
+              "description": "The role a client-credentials token acts with; null for a client without `client_credentials`.",
+              "oneOf": [
+                {
+                  "type": "string",
+                  "description": "`admin` may do everything; `editor` manages all content and reads users; `member` manages its own content and reads published content.",
+                  "enum": [
+                    "admin",
+                    "editor",
+                    "member"
+                  ]
+                },
+                {
+                  "type": "null"
+                }
               ]
             },
             "accessTokenFormat": {
@@ -17228,6 +17336,14 @@ export const routes: readonly RouteDefinition[] = [
               "description": "Access token lifetime in seconds.",
               "minimum": 300,
               "maximum": 3600
+            },
+            "idTokenSignedResponseAlg": {
+              "type": "string",
+              "description": "The algorithm the client's ID tokens are signed with (OpenID Connect Dynamic Client Registration 1.0 §2).",
+              "enum": [
+                "RS256",
+                "ES256"
+              ]
             },
             "firstParty": {
               "type": "boolean",
@@ -17923,11 +18039,13 @@ export const routes: readonly RouteDefinition[] = [
             "name",
             "type",
             "redirectUris",
+            "postLogoutRedirectUris",
             "grantTypes",
             "scopes",
             "role",
             "accessTokenFormat",
             "accessTokenTtl",
+            "idTokenSignedResponseAlg",
             "firstParty",
             "legacy",
             "createdAt"
@@ -17968,6 +18086,19 @@ export const routes: readonly RouteDefinition[] = [
               "uniqueItems": true,
               "items": {
                 "type": "string",
+                "description": "An absolute URI without a fragment (RFC 6749 §3.1.2), matched exactly (no wildcards, RFC 9700 §2.1): `https:` with a host; `http:` only on the loopback IP literals `127.0.0.1` and `[::1]` (not `localhost`, RFC 8252 §7.3, §8.3); or a private-use scheme in reverse domain notation such as `com.example.app:/callback` (RFC 8252 §7.1). No user information.",
+                "format": "uri",
+                "maxLength": 2000
+              }
+            },
+            "postLogoutRedirectUris": {
+              "type": "array",
+              "description": "Where the client may ask to be sent after signing the user out (OpenID Connect RP-Initiated Logout 1.0 `post_logout_redirect_uris`), matched exactly.",
+              "maxItems": 20,
+              "uniqueItems": true,
+              "items": {
+                "type": "string",
+                "description": "An absolute URI without a fragment (RFC 6749 §3.1.2), matched exactly (no wildcards, RFC 9700 §2.1): `https:` with a host; `http:` only on the loopback IP literals `127.0.0.1` and `[::1]` (not `localhost`, RFC 8252 §7.3, §8.3); or a private-use scheme in reverse domain notation such as `com.example.app:/callback` (RFC 8252 §7.1). No user information.",
                 "format": "uri",
                 "maxLength": 2000
               }
@@ -17978,11 +18109,11 @@ export const routes: readonly RouteDefinition[] = [
               "uniqueItems": true,
               "items": {
                 "type": "string",
-                "description": "An OAuth 2.0 grant type.",
+                "description": "An OAuth 2.0 grant type this server serves; the implicit grant is not served (RFC 9700 §2.1.2). `password` is accepted only for a `legacy` client, and the token endpoint serves it only while the server runs with `OAUTH_PASSWORD_GRANT=enabled` too.",
                 "enum": [
                   "authorization_code",
-                  "client_credentials",
                   "refresh_token",
+                  "client_credentials",
                   "urn:ietf:params:oauth:grant-type:device_code",
                   "password"
                 ]
@@ -18016,12 +18147,20 @@ export const routes: readonly RouteDefinition[] = [
               }
             },
             "role": {
-              "type": "string",
-              "description": "The role a client-credentials token acts with.",
-              "enum": [
-                "admin",
-                "editor",
-                "member"
+              "description": "The role a client-credentials token acts with; null for a client without `client_credentials`.",
+              "oneOf": [
+                {
+                  "type": "string",
+                  "description": "`admin` may do everything; `editor` manages all content and reads users; `member` manages its own content and reads published content.",
+                  "enum": [
+                    "admin",
+                    "editor",
+                    "member"
+                  ]
+                },
+                {
+                  "type": "null"
+                }
               ]
             },
             "accessTokenFormat": {
@@ -18037,6 +18176,14 @@ export const routes: readonly RouteDefinition[] = [
               "description": "Access token lifetime in seconds.",
               "minimum": 300,
               "maximum": 3600
+            },
+            "idTokenSignedResponseAlg": {
+              "type": "string",
+              "description": "The algorithm the client's ID tokens are signed with (OpenID Connect Dynamic Client Registration 1.0 §2).",
+              "enum": [
+                "RS256",
+                "ES256"
+              ]
             },
             "firstParty": {
               "type": "boolean",
@@ -18921,7 +19068,7 @@ export const routes: readonly RouteDefinition[] = [
       },
       "body": {
         "type": "object",
-        "description": "The complete new registration of a client. `clientId` and the secret do not change.",
+        "description": "The complete new registration of a client, under the rules of `ClientCreate`. `clientId`, `type` and the secret do not change. An absent `role` is null, absent `postLogoutRedirectUris` are none and an absent `idTokenSignedResponseAlg` is RS256.",
         "additionalProperties": false,
         "required": [
           "name",
@@ -18929,7 +19076,6 @@ export const routes: readonly RouteDefinition[] = [
           "redirectUris",
           "grantTypes",
           "scopes",
-          "role",
           "accessTokenFormat",
           "accessTokenTtl",
           "firstParty",
@@ -18951,11 +19097,25 @@ export const routes: readonly RouteDefinition[] = [
           },
           "redirectUris": {
             "type": "array",
-            "description": "Redirect URIs, matched exactly (no wildcards).",
+            "description": "Redirect URIs, matched exactly (no wildcards); at least one with `authorization_code`, none without it.",
             "maxItems": 20,
             "uniqueItems": true,
             "items": {
               "type": "string",
+              "description": "An absolute URI without a fragment (RFC 6749 §3.1.2), matched exactly (no wildcards, RFC 9700 §2.1): `https:` with a host; `http:` only on the loopback IP literals `127.0.0.1` and `[::1]` (not `localhost`, RFC 8252 §7.3, §8.3); or a private-use scheme in reverse domain notation such as `com.example.app:/callback` (RFC 8252 §7.1). No user information.",
+              "format": "uri",
+              "maxLength": 2000
+            }
+          },
+          "postLogoutRedirectUris": {
+            "type": "array",
+            "description": "Where the client may ask to be sent after signing the user out (OpenID Connect RP-Initiated Logout 1.0 `post_logout_redirect_uris`), matched exactly; only with `authorization_code`.",
+            "maxItems": 20,
+            "uniqueItems": true,
+            "default": [],
+            "items": {
+              "type": "string",
+              "description": "An absolute URI without a fragment (RFC 6749 §3.1.2), matched exactly (no wildcards, RFC 9700 §2.1): `https:` with a host; `http:` only on the loopback IP literals `127.0.0.1` and `[::1]` (not `localhost`, RFC 8252 §7.3, §8.3); or a private-use scheme in reverse domain notation such as `com.example.app:/callback` (RFC 8252 §7.1). No user information.",
               "format": "uri",
               "maxLength": 2000
             }
@@ -18966,11 +19126,11 @@ export const routes: readonly RouteDefinition[] = [
             "uniqueItems": true,
             "items": {
               "type": "string",
-              "description": "An OAuth 2.0 grant type.",
+              "description": "An OAuth 2.0 grant type this server serves; the implicit grant is not served (RFC 9700 §2.1.2). `password` is accepted only for a `legacy` client, and the token endpoint serves it only while the server runs with `OAUTH_PASSWORD_GRANT=enabled` too.",
               "enum": [
                 "authorization_code",
-                "client_credentials",
                 "refresh_token",
+                "client_credentials",
                 "urn:ietf:params:oauth:grant-type:device_code",
                 "password"
               ]
@@ -19004,12 +19164,16 @@ export const routes: readonly RouteDefinition[] = [
             }
           },
           "role": {
-            "type": "string",
-            "description": "The role a client-credentials token acts with.",
+            "type": [
+              "string",
+              "null"
+            ],
+            "description": "The role (see `Role`) a client-credentials token acts with: required with `client_credentials`, absent or null otherwise.",
             "enum": [
               "admin",
               "editor",
-              "member"
+              "member",
+              null
             ]
           },
           "accessTokenFormat": {
@@ -19025,6 +19189,15 @@ export const routes: readonly RouteDefinition[] = [
             "description": "Access token lifetime in seconds.",
             "minimum": 300,
             "maximum": 3600
+          },
+          "idTokenSignedResponseAlg": {
+            "type": "string",
+            "description": "The algorithm the client's ID tokens are signed with (OpenID Connect Dynamic Client Registration 1.0 §2).",
+            "enum": [
+              "RS256",
+              "ES256"
+            ],
+            "default": "RS256"
           },
           "firstParty": {
             "type": "boolean"
@@ -21607,8 +21780,8 @@ export const routes: readonly RouteDefinition[] = [
               "description": "The grant the token was issued by.",
               "enum": [
                 "authorization_code",
-                "client_credentials",
                 "refresh_token",
+                "client_credentials",
                 "urn:ietf:params:oauth:grant-type:device_code",
                 "password"
               ]

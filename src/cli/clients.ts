@@ -2,8 +2,10 @@ import type { Kysely } from 'kysely';
 import type { components } from '../../generated/openapi.js';
 import { policy } from '../../generated/policy.js';
 import { isApiError } from '../errors/registry.js';
+import { SERVED_GRANT_TYPES } from '../oauth/grant-types.js';
 import { digestSecret, generateSecret } from '../oauth/secrets.js';
-import { checkClientSettings } from '../operations/clients.js';
+import { revokeClientTokens } from '../oauth/tokens/access-token-records.js';
+import { checkClientSettings } from '../operations/client-settings.js';
 import { findClientByClientId, insertClient, toClientRecord, type ClientRecord, type ClientWithSecret } from '../storage/clients.js';
 import { newId, nowIso } from '../storage/ids.js';
 import type { Database } from '../storage/schema.js';
@@ -12,8 +14,7 @@ import { EXIT_OK } from './cli-errors.js';
 import { JSON_OPTION, type Command, type CommandGroup } from './command.js';
 import { checkContractInput, invalidOptions } from './contract-input.js';
 import { parseInteger } from './option-values.js';
-import { formatCount, writeJson, writeLine, writeTable } from './output.js';
-import { revokeClientTokens } from '../oauth/tokens/access-token-records.js';
+import { formatCount, writeFields, writeJson, writeLine, writeTable } from './output.js';
 
 /** Contract field -> the option that sets it, for error messages. */
 const CLIENT_OPTIONS = {
@@ -24,15 +25,17 @@ const CLIENT_OPTIONS = {
   scopes: 'scope',
   role: 'role',
   redirectUris: 'redirect-uri',
+  postLogoutRedirectUris: 'post-logout-redirect-uri',
   accessTokenFormat: 'format',
   accessTokenTtl: 'ttl',
+  idTokenSignedResponseAlg: 'id-token-alg',
   firstParty: 'first-party',
   legacy: 'legacy',
 } as const;
 
-/** The contract's ClientCreate after validation, which fills in every default (clientId stays optional). */
+/** The contract's ClientCreate after validation, which fills in every default (clientId and role stay optional). */
 type ClientCreate = components['schemas']['ClientCreate'];
-type ClientCreateBody = Required<Omit<ClientCreate, 'clientId'>> & Pick<ClientCreate, 'clientId'>;
+type ClientCreateBody = Required<Omit<ClientCreate, 'clientId' | 'role'>> & Pick<ClientCreate, 'clientId' | 'role'>;
 
 /** What may be shown: everything but the secret digest. */
 function viewOf({ secretHash: _digest, ...client }: ClientWithSecret): ClientRecord {
@@ -45,7 +48,7 @@ async function findClientOrFail(db: Kysely<Database>, clientId: string): Promise
   return client;
 }
 
-/** POST /v1/clients's rules, both halves: the contract schema, then checkClientSettings (RFC 6749 §2 etc.). */
+/** POST /v1/clients's rules, both halves: the contract schema, then checkClientSettings (client-settings.ts). */
 function checkClientOptions(options: Record<string, unknown>): ClientCreateBody {
   const body = checkContractInput<ClientCreateBody>(
     'createClient',
@@ -55,11 +58,13 @@ function checkClientOptions(options: Record<string, unknown>): ClientCreateBody 
       type: options.type,
       grantTypes: options.grant,
       scopes: options.scope,
-      role: options.role,
       redirectUris: options['redirect-uri'] ?? [],
+      ...(options.role !== undefined ? { role: options.role } : {}),
+      ...(options['post-logout-redirect-uri'] !== undefined ? { postLogoutRedirectUris: options['post-logout-redirect-uri'] } : {}),
       ...(options['client-id'] !== undefined ? { clientId: options['client-id'] } : {}),
       ...(options.format !== undefined ? { accessTokenFormat: options.format } : {}),
       ...(options.ttl !== undefined ? { accessTokenTtl: parseInteger('ttl', options.ttl) } : {}),
+      ...(options['id-token-alg'] !== undefined ? { idTokenSignedResponseAlg: options['id-token-alg'] } : {}),
       ...(options['first-party'] ? { firstParty: true } : {}),
       ...(options.legacy ? { legacy: true } : {}),
     },
@@ -80,13 +85,15 @@ const createClientCommand: Command = {
   options: {
     name: { type: 'string', value: 'NAME', required: true, description: 'display name' },
     type: { type: 'string', value: 'TYPE', required: true, description: 'confidential or public' },
-    grant: { type: 'string', value: 'GRANT', multiple: true, required: true, description: 'grant type, e.g. client_credentials' },
+    grant: { type: 'string', value: 'GRANT', multiple: true, required: true, description: `grant type: ${SERVED_GRANT_TYPES.join(', ')}` },
     scope: { type: 'string', value: 'SCOPE', multiple: true, required: true, description: 'a scope the client may request' },
-    role: { type: 'string', value: 'ROLE', required: true, description: 'role of its client-credentials tokens' },
+    role: { type: 'string', value: 'ROLE', description: 'role of its client-credentials tokens (with client_credentials only, and then required)' },
     'redirect-uri': { type: 'string', value: 'URI', multiple: true, description: 'exact redirect URI (authorization_code)' },
+    'post-logout-redirect-uri': { type: 'string', value: 'URI', multiple: true, description: 'exact redirect URI after sign-out (authorization_code)' },
     'client-id': { type: 'string', value: 'ID', description: 'client_id to use instead of a generated one' },
     format: { type: 'string', value: 'jwt|opaque', description: 'access token format (default jwt)' },
     ttl: { type: 'string', value: 'SECONDS', description: 'access token lifetime, 300..3600 (default 600)' },
+    'id-token-alg': { type: 'string', value: 'RS256|ES256', description: 'ID token signing algorithm (default RS256)' },
     'first-party': { type: 'boolean', description: 'mark as first-party' },
     legacy: { type: 'boolean', description: 'allow the password grant when the server allows it too' },
     json: JSON_OPTION,
@@ -99,7 +106,8 @@ const createClientCommand: Command = {
     const clientId = body.clientId ?? `client-${newId()}`;
     let client: ClientWithSecret;
     try {
-      client = await insertClient(db.kysely, { postLogoutRedirectUris: [], idTokenSignedResponseAlg: 'RS256', ...body, id: newId(), clientId, secretHash: secret === null ? null : digestSecret(secret) }, nowIso());
+      const record = { ...body, role: body.role ?? null, id: newId(), clientId, secretHash: secret === null ? null : digestSecret(secret) };
+      client = await insertClient(db.kysely, record, nowIso());
     } catch (error) {
       if (isUniqueViolation(error)) throw new Error(`a client with client_id ${clientId} already exists`);
       throw error;
@@ -137,10 +145,49 @@ const listClientsCommand: Command = {
         scopes: c.scopes.join(' '),
         format: c.accessTokenFormat,
         ttl: String(c.accessTokenTtl),
+        id_token_alg: c.idTokenSignedResponseAlg,
         created: c.createdAt,
       })),
-      ['client_id', 'name', 'type', 'role', 'grants', 'scopes', 'format', 'ttl', 'created'],
+      ['client_id', 'name', 'type', 'role', 'grants', 'scopes', 'format', 'ttl', 'id_token_alg', 'created'],
     );
+    return EXIT_OK;
+  },
+};
+
+/** A list of values on one line; `-` when there is none, as for a client without a role. */
+function formatList(values: readonly string[], separator = ' '): string {
+  return values.length === 0 ? '-' : values.join(separator);
+}
+
+const showClientCommand: Command = {
+  name: 'show',
+  summary: 'Show one OAuth client, its redirect URIs included',
+  positionals: ['<client_id>'],
+  options: { json: JSON_OPTION },
+  async run({ options, positionals }, { db }) {
+    const client = viewOf(await findClientOrFail(db.kysely, positionals[0]!));
+    if (options.json) {
+      writeJson(client);
+      return EXIT_OK;
+    }
+    writeFields([
+      ['client_id', client.clientId],
+      ['id', client.id],
+      ['name', client.name],
+      ['type', client.type],
+      ['role', client.role ?? '-'],
+      ['grants', formatList(client.grantTypes, ',')],
+      ['scopes', formatList(client.scopes)],
+      ['redirect_uris', formatList(client.redirectUris)],
+      ['post_logout_redirect_uris', formatList(client.postLogoutRedirectUris)],
+      ['format', client.accessTokenFormat],
+      ['ttl', String(client.accessTokenTtl)],
+      ['id_token_alg', client.idTokenSignedResponseAlg],
+      ['first_party', client.firstParty ? 'yes' : 'no'],
+      ['legacy', client.legacy ? 'yes' : 'no'],
+      ['created', client.createdAt],
+      ['updated', client.updatedAt],
+    ]);
     return EXIT_OK;
   },
 };
@@ -199,5 +246,5 @@ const deleteClientCommand: Command = {
 export const clientsGroup: CommandGroup = {
   name: 'clients',
   summary: 'Manage OAuth client registrations.',
-  commands: [createClientCommand, listClientsCommand, rotateClientSecretCommand, deleteClientCommand],
+  commands: [createClientCommand, listClientsCommand, showClientCommand, rotateClientSecretCommand, deleteClientCommand],
 };

@@ -18,6 +18,12 @@ export function writeTable(rows: readonly Record<string, string>[], columns: rea
   for (const row of rows) writeLine(format(columns.map((column) => row[column] ?? '')));
 }
 
+/** One record as `name: value` lines, the values aligned. */
+export function writeFields(fields: readonly (readonly [string, string])[]): void {
+  const width = Math.max(...fields.map(([name]) => name.length)) + 1;
+  for (const [name, value] of fields) writeLine(`${`${name}:`.padEnd(width)} ${value}`);
+}
+
 /** `1 access token`, `3 access tokens`. */
 export function formatCount(count: number, noun: string): string {
   return `${count} ${noun}${count === 1 ? '' : 's'}`;

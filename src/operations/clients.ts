@@ -1,50 +1,14 @@
-import { ApiError, type ErrorDetail } from '../errors/registry.js';
+import { ApiError } from '../errors/registry.js';
 import { digestSecret, generateSecret } from '../oauth/secrets.js';
 import { revokeClientTokens } from '../oauth/tokens/access-token-records.js';
 import { recordInvalidation } from '../storage/invalidations.js';
-import type { PolicyTable } from '../policy/table.js';
 import { clientRow } from '../storage/clients.js';
 import { newId, nowIso } from '../storage/ids.js';
 import { isUniqueViolation } from '../storage/unique-violation.js';
+import { checkClientSettings } from './client-settings.js';
 import { listReadable, pageBody, pageRequest } from './resources.js';
 import type { Handler } from './types.js';
 import { viewOf, viewsOf } from './views.js';
-
-interface ClientSettings {
-  type: string;
-  redirectUris: string[];
-  grantTypes: string[];
-  scopes: string[];
-  role: string;
-}
-
-/** Rules a registration must satisfy beyond its schema (RFC 6749 §2, RFC 8252 §7.3, RFC 9700 §2.1). */
-export function checkClientSettings(policy: PolicyTable, settings: ClientSettings): void {
-  const details: ErrorDetail[] = [];
-  settings.scopes.forEach((scope, i) => {
-    if (!(scope in policy.scopes)) details.push({ path: `/body/scopes/${i}`, message: `unknown scope "${scope}"` });
-  });
-  if (!(settings.role in policy.roles)) details.push({ path: '/body/role', message: `unknown role "${settings.role}"` });
-  if (settings.type === 'public' && settings.grantTypes.includes('client_credentials')) {
-    details.push({ path: '/body/grantTypes', message: 'a public client cannot use client_credentials' });
-  }
-  if (settings.grantTypes.includes('authorization_code') && settings.redirectUris.length === 0) {
-    details.push({ path: '/body/redirectUris', message: 'authorization_code needs at least one redirect URI' });
-  }
-  settings.redirectUris.forEach((uri, i) => {
-    let url: URL | null = null;
-    try {
-      url = new URL(uri);
-    } catch {
-      // reported below
-    }
-    const loopback = url !== null && url.protocol === 'http:' && ['127.0.0.1', '[::1]', 'localhost'].includes(url.hostname);
-    if (url === null || url.hash !== '' || !(url.protocol === 'https:' || loopback || !/^https?:$/.test(url.protocol))) {
-      details.push({ path: `/body/redirectUris/${i}`, message: 'must be an absolute https (or loopback http) URI without a fragment' });
-    }
-  });
-  if (details.length > 0) throw new ApiError('VALIDATION_FAILED', 'The client registration is not valid.', { details });
-}
 
 export const listClients: Handler<'listClients'> = async ({ query }, { principal, deps }) => {
   const page = await listReadable(deps, principal, 'client', [], pageRequest(query));
@@ -67,13 +31,15 @@ export const createClient: Handler<'createClient'> = async ({ body }, { deps }) 
     redirectUris: body.redirectUris,
     grantTypes: body.grantTypes,
     scopes: body.scopes,
-    role: body.role,
+    // Absent and null are the same: a client without client_credentials has no role of its own.
+    role: body.role ?? null,
     accessTokenFormat: body.accessTokenFormat ?? 'jwt',
     accessTokenTtl: body.accessTokenTtl ?? 600,
     firstParty: body.firstParty ?? false,
     legacy: body.legacy ?? false,
-    postLogoutRedirectUris: [] as string[],
-    idTokenSignedResponseAlg: 'RS256' as const,
+    // Validation filled in the contract's defaults ([] and RS256).
+    postLogoutRedirectUris: body.postLogoutRedirectUris,
+    idTokenSignedResponseAlg: body.idTokenSignedResponseAlg,
   };
   try {
     await deps.db.transaction().execute(async (trx) => {
@@ -101,20 +67,25 @@ export const replaceClient: Handler<'replaceClient'> = async ({ body }, { resour
   if (body.type !== current.type) {
     throw new ApiError('VALIDATION_FAILED', 'A client type cannot change.', { details: [{ path: '/body/type', message: 'is immutable' }] });
   }
+  // A full replacement (RFC 9110 §9.3.4): what the body leaves out takes its default, as on creation
+  // (validation filled in the contract's defaults; a role has none, absent being null).
+  const replaced = { ...body, role: body.role ?? null };
   const updatedAt = nowIso();
   await deps.db.transaction().execute(async (trx) => {
     await trx
       .updateTable('clients')
       .set({
         name: body.name,
-        redirectUris: JSON.stringify(body.redirectUris),
-        grantTypes: JSON.stringify(body.grantTypes),
-        scopes: JSON.stringify(body.scopes),
-        role: body.role,
-        accessTokenFormat: body.accessTokenFormat,
-        accessTokenTtl: body.accessTokenTtl,
-        firstParty: body.firstParty,
-        legacy: body.legacy,
+        redirectUris: JSON.stringify(replaced.redirectUris),
+        postLogoutRedirectUris: JSON.stringify(replaced.postLogoutRedirectUris),
+        grantTypes: JSON.stringify(replaced.grantTypes),
+        scopes: JSON.stringify(replaced.scopes),
+        role: replaced.role,
+        accessTokenFormat: replaced.accessTokenFormat,
+        accessTokenTtl: replaced.accessTokenTtl,
+        idTokenSignedResponseAlg: replaced.idTokenSignedResponseAlg,
+        firstParty: replaced.firstParty,
+        legacy: replaced.legacy,
         updatedAt,
       })
       .where('id', '=', current.id)
@@ -123,7 +94,7 @@ export const replaceClient: Handler<'replaceClient'> = async ({ body }, { resour
     await recordInvalidation(trx, 'client', current.clientId);
   });
   deps.invalidateSubject(current.clientId);
-  return { status: 200, body: { ...current, ...body, type: current.type } };
+  return { status: 200, body: { ...current, ...replaced, type: current.type } };
 };
 
 export const deleteClient: Handler<'deleteClient'> = async (_input, { resource, deps }) => {

@@ -4,7 +4,7 @@ import type { Database } from '../storage/schema.js';
 export interface SubjectStatus {
   /** The user's id, or the client's registration id. */
   id: string;
-  /** Null for a client registered without a role: it has users' tokens only and never acts on its own behalf. */
+  /** Null for a client without client_credentials: it acts only for users, never on its own behalf. */
   role: string | null;
   active: boolean;
   /** A client's: the scopes it may hold now (a token's scopes are narrowed to these). Null for users. */
@@ -72,6 +72,8 @@ export class SubjectDirectory {
 
   async #loadClient(clientId: string): Promise<SubjectStatus | null> {
     const row = await this.db.selectFrom('clients').select(['id', 'role', 'scopes']).where('clientId', '=', clientId).executeTakeFirst();
+    // A client without a role is still the registration its users' tokens were issued to (authenticate.ts
+    // refuses only tokens naming it as their own subject).
     return row ? { id: row.id, role: row.role, active: true, scopes: new Set(JSON.parse(row.scopes) as string[]) } : null;
   }
 }

@@ -418,7 +418,6 @@ describe.each(DATABASE_KINDS)('authentication (pipeline step 2) on %s', (kind) =
           redirectUris: ['https://app.example.com/callback'],
           grantTypes: ['authorization_code'],
           scopes: ['read:posts'],
-          role: 'member',
         },
       });
       expect(created.statusCode, created.body).toBe(201);

@@ -280,11 +280,13 @@ describe.each(DATABASE_KINDS)('users and clients on %s', (kind) => {
         name: 'Reporting service',
         type: 'confidential',
         redirectUris: [],
+        postLogoutRedirectUris: [],
         grantTypes: ['client_credentials'],
         scopes: ['read:posts', 'read:comments'],
         role: 'member',
         accessTokenFormat: 'jwt',
         accessTokenTtl: 600,
+        idTokenSignedResponseAlg: 'RS256',
         firstParty: false,
         legacy: false,
         createdAt: expect.stringMatching(ISO),
@@ -382,7 +384,7 @@ describe.each(DATABASE_KINDS)('users and clients on %s', (kind) => {
         method: 'POST',
         url: '/v1/clients',
         token: admin,
-        body: { name: 'SPA', type: 'public', redirectUris: ['https://spa.example.com/cb'], grantTypes: ['authorization_code'], scopes: ['read:posts'], role: 'member' },
+        body: { name: 'SPA', type: 'public', redirectUris: ['https://spa.example.com/cb'], grantTypes: ['authorization_code'], scopes: ['read:posts'] },
       });
       expect(res.statusCode, res.body).toBe(201);
       expect('clientSecret' in res.json()).toBe(false);

@@ -72,7 +72,7 @@ describe.each(DATABASE_KINDS)('refused credentials in the audit log on %s', (kin
       method: 'POST',
       url: '/v1/clients',
       token: admin,
-      body: { name: 'SPA', type: 'public', redirectUris: ['https://spa.example/cb'], grantTypes: ['authorization_code'], scopes: ['read:posts'], role: 'member' },
+      body: { name: 'SPA', type: 'public', redirectUris: ['https://spa.example/cb'], grantTypes: ['authorization_code'], scopes: ['read:posts'] },
     });
     expect(spa.statusCode, spa.body).toBe(201);
     for (let i = 0; i < 5; i++) {

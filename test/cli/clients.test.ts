@@ -55,7 +55,7 @@ describe.each(DATABASE_KINDS)('portcullis clients on %s', { timeout: CLI_TEST_TI
     expect(body).not.toHaveProperty('secretHash');
 
     const spa = await runCli(
-      ['clients', 'create', '--name', 'SPA', '--type', 'public', '--grant', 'authorization_code', '--scope', 'openid', '--role', 'member', '--redirect-uri', 'https://app.example.com/cb', '--client-id', 'spa'],
+      ['clients', 'create', '--name', 'SPA', '--type', 'public', '--grant', 'authorization_code', '--scope', 'openid', '--redirect-uri', 'https://app.example.com/cb', '--client-id', 'spa'],
       t.env,
     );
     expect(spa).toEqual({ code: 0, stdout: 'created public client spa (SPA)\nclient_id: spa\n', stderr: '' });
@@ -68,8 +68,8 @@ describe.each(DATABASE_KINDS)('portcullis clients on %s', { timeout: CLI_TEST_TI
     expect(listed.stdout).not.toContain(body.clientSecret);
     expect(listed.stdout).not.toContain('secretHash');
     const table = await runCli(['clients', 'list'], t.env);
-    expect(table.stdout.split('\n')[0]).toMatch(/^client_id\s+name\s+type\s+role\s+grants\s+scopes\s+format\s+ttl\s+created$/);
-    expect(table.stdout).toMatch(/\nspa\s+SPA\s+public\s+member\s+authorization_code\s+openid\s+jwt\s+600\s/);
+    expect(table.stdout.split('\n')[0]).toMatch(/^client_id\s+name\s+type\s+role\s+grants\s+scopes\s+format\s+ttl\s+id_token_alg\s+created$/);
+    expect(table.stdout).toMatch(/\nspa\s+SPA\s+public\s+-\s+authorization_code\s+openid\s+jwt\s+600\s+RS256\s/);
   });
 
   it("refuses what POST /v1/clients refuses, naming the option (exit 2), and a taken client_id (exit 1)", async () => {
@@ -84,16 +84,124 @@ describe.each(DATABASE_KINDS)('portcullis clients on %s', { timeout: CLI_TEST_TI
     expect(unknownScope.stderr).toMatch(/^error: --scope #3: must be one of read:users, /);
     const ttl = await runCli([...SERVICE, '--ttl', '5'], t.env);
     expect(ttl.stderr).toBe("error: --ttl: must be >= 300\nRun 'portcullis clients create --help' for usage.\n");
-    const noRedirect = await runCli(['clients', 'create', '--name', 'X', '--type', 'public', '--grant', 'authorization_code', '--scope', 'openid', '--role', 'member'], t.env);
-    expect(noRedirect.stderr).toContain('--redirect-uri: authorization_code needs at least one redirect URI');
-    const insecure = await runCli(['clients', 'create', '--name', 'X', '--type', 'public', '--grant', 'authorization_code', '--scope', 'openid', '--role', 'member', '--redirect-uri', 'http://app.example.com/cb'], t.env);
-    expect(insecure.stderr).toContain('--redirect-uri #1: must be an absolute https (or loopback http) URI without a fragment');
+    const noRedirect = await runCli(['clients', 'create', '--name', 'X', '--type', 'public', '--grant', 'authorization_code', '--scope', 'openid'], t.env);
+    expect(noRedirect.stderr).toBe("error: --redirect-uri: authorization_code needs at least one redirect URI\nRun 'portcullis clients create --help' for usage.\n");
     const missingScope = await runCli(['clients', 'create', '--name', 'X', '--type', 'confidential', '--grant', 'client_credentials', '--role', 'member'], t.env);
     expect(missingScope).toMatchObject({ code: 2, stderr: "error: missing required option --scope\nRun 'portcullis clients create --help' for usage.\n" });
     expect(await t.db.kysely.selectFrom('clients').select('clientId').execute()).toEqual([]);
 
     expect((await runCli([...SERVICE, '--client-id', 'taken'], t.env)).code).toBe(0);
     expect(await runCli([...SERVICE, '--client-id', 'taken'], t.env)).toEqual({ code: 1, stdout: '', stderr: 'error: a client with client_id taken already exists\n' });
+  });
+
+  it('refuses each registration rule as POST /v1/clients does, naming the option (exit 2), registering nothing', async () => {
+    const create = (...args: string[]) => ['clients', 'create', '--name', 'X', ...args];
+    const spa = ['--type', 'public', '--scope', 'openid', '--grant', 'authorization_code', '--redirect-uri', 'https://spa.example.com/cb'];
+    const web = ['--type', 'confidential', '--scope', 'openid', '--grant', 'authorization_code', '--redirect-uri', 'https://app.example.com/cb'];
+    const http = 'may use http only on the loopback addresses 127.0.0.1 and [::1] (not localhost)';
+    const scheme = 'must use https, http on a loopback address, or a private-use scheme such as com.example.app';
+    const cases: [string[], string][] = [
+      [create(...spa, '--grant', 'implicit'), `--grant #2: must be one of authorization_code, refresh_token, client_credentials, urn:ietf:params:oauth:grant-type:device_code, password`],
+      [create('--type', 'confidential', '--scope', 'openid', '--grant', 'password'), '--grant: only a legacy client may use password'],
+      [create('--type', 'public', '--scope', 'openid', '--grant', 'password', '--legacy'), '--grant: a public client cannot use password'],
+      [create(...spa, '--grant', 'refresh_token'), '--grant: a public client with an https redirect URI runs in a browser and cannot use refresh_token; it renews with prompt=none'],
+      [
+        create('--type', 'confidential', '--scope', 'read:posts', '--grant', 'client_credentials', '--grant', 'refresh_token', '--role', 'member'),
+        '--grant: refresh_token needs a grant that issues one: authorization_code, urn:ietf:params:oauth:grant-type:device_code, password',
+      ],
+      [create('--type', 'confidential', '--scope', 'read:posts', '--grant', 'client_credentials'), '--role: is required with client_credentials'],
+      [create(...web, '--role', 'member'), '--role: is used only with client_credentials'],
+      [create('--type', 'confidential', '--scope', 'read:posts', '--grant', 'client_credentials', '--role', 'owner'), '--role: must be one of admin, editor, member, null'],
+      [create('--type', 'confidential', '--scope', 'read:posts', '--grant', 'client_credentials', '--role', 'member', '--redirect-uri', 'https://app.example.com/cb'), '--redirect-uri: are used only with authorization_code'],
+      [
+        create('--type', 'public', '--scope', 'openid', '--grant', 'authorization_code', '--redirect-uri', 'http://localhost:8080/cb', '--redirect-uri', 'javascript:alert(1)', '--redirect-uri', 'https://*.example.com/cb', '--redirect-uri', 'https://app.example.com/cb#x'),
+        `invalid options:\n  --redirect-uri #1: ${http}\n  --redirect-uri #2: ${scheme}\n  --redirect-uri #3: must not contain a wildcard: redirect URIs are matched exactly\n  --redirect-uri #4: must not have a fragment`,
+      ],
+      [create(...spa, '--redirect-uri', 'https://spa.example.com/cb'), '--redirect-uri: must NOT have duplicate items (items ## 1 and 0 are identical)'],
+      [create(...spa, '--post-logout-redirect-uri', 'http://spa.example.com/'), `--post-logout-redirect-uri #1: ${http}`],
+      [
+        create('--type', 'public', '--scope', 'openid', '--grant', 'urn:ietf:params:oauth:grant-type:device_code', '--post-logout-redirect-uri', 'https://tv.example.com/'),
+        '--post-logout-redirect-uri: are used only with authorization_code',
+      ],
+      [create(...spa, '--id-token-alg', 'HS256'), '--id-token-alg: must be one of RS256, ES256'],
+    ];
+    for (const [args, problem] of cases) {
+      expect(await runCli(args, t.env)).toEqual({ code: 2, stdout: '', stderr: `error: ${problem}\nRun 'portcullis clients create --help' for usage.\n` });
+    }
+    expect(await t.db.kysely.selectFrom('clients').select('clientId').execute()).toEqual([]);
+  });
+
+  it('registers native, device-only and user-facing clients without a role; list and show print the new fields', async () => {
+    const native = await runCli(
+      [
+        'clients', 'create', '--name', 'Native', '--type', 'public', '--scope', 'openid', '--client-id', 'native',
+        '--grant', 'authorization_code', '--grant', 'refresh_token',
+        '--redirect-uri', 'http://127.0.0.1:8400/cb', '--redirect-uri', 'http://[::1]/cb', '--redirect-uri', 'com.example.app:/oauth2redirect',
+        '--post-logout-redirect-uri', 'com.example.app:/signed-out', '--id-token-alg', 'ES256', '--json',
+      ],
+      t.env,
+    );
+    expect(native.code, native.stderr).toBe(0);
+    expect(JSON.parse(native.stdout)).toEqual({
+      id: expect.any(String),
+      clientId: 'native',
+      name: 'Native',
+      type: 'public',
+      redirectUris: ['http://127.0.0.1:8400/cb', 'http://[::1]/cb', 'com.example.app:/oauth2redirect'],
+      postLogoutRedirectUris: ['com.example.app:/signed-out'],
+      grantTypes: ['authorization_code', 'refresh_token'],
+      scopes: ['openid'],
+      role: null,
+      accessTokenFormat: 'jwt',
+      accessTokenTtl: 600,
+      idTokenSignedResponseAlg: 'ES256',
+      firstParty: false,
+      legacy: false,
+      createdAt: expect.any(String),
+      updatedAt: expect.any(String),
+    });
+    const device = await runCli(['clients', 'create', '--name', 'TV', '--type', 'public', '--scope', 'openid', '--client-id', 'tv', '--grant', 'urn:ietf:params:oauth:grant-type:device_code', '--grant', 'refresh_token'], t.env);
+    expect(device).toEqual({ code: 0, stdout: 'created public client tv (TV)\nclient_id: tv\n', stderr: '' });
+    const web = await runCli(['clients', 'create', '--name', 'Web', '--type', 'confidential', '--scope', 'openid', '--client-id', 'web', '--grant', 'authorization_code', '--redirect-uri', 'https://app.example.com/cb'], t.env);
+    expect(web.code, web.stderr).toBe(0);
+    const rows = await t.db.kysely.selectFrom('clients').select(['clientId', 'role', 'postLogoutRedirectUris', 'idTokenSignedResponseAlg']).orderBy('id').execute();
+    expect(rows).toEqual([
+      { clientId: 'native', role: null, postLogoutRedirectUris: '["com.example.app:/signed-out"]', idTokenSignedResponseAlg: 'ES256' },
+      { clientId: 'tv', role: null, postLogoutRedirectUris: '[]', idTokenSignedResponseAlg: 'RS256' },
+      { clientId: 'web', role: null, postLogoutRedirectUris: '[]', idTokenSignedResponseAlg: 'RS256' },
+    ]);
+
+    const table = (await runCli(['clients', 'list'], t.env)).stdout;
+    expect(table).toMatch(/\nnative\s+Native\s+public\s+-\s+authorization_code,refresh_token\s+openid\s+jwt\s+600\s+ES256\s/);
+    expect(table).toMatch(/\ntv\s+TV\s+public\s+-\s+urn:ietf:params:oauth:grant-type:device_code,refresh_token\s+openid\s+jwt\s+600\s+RS256\s/);
+    const shown = await runCli(['clients', 'show', 'native'], t.env);
+    const { id, createdAt, updatedAt } = JSON.parse(native.stdout);
+    expect(shown).toEqual({
+      code: 0,
+      stderr: '',
+      stdout: [
+        'client_id:                 native',
+        `id:                        ${id}`,
+        'name:                      Native',
+        'type:                      public',
+        'role:                      -',
+        'grants:                    authorization_code,refresh_token',
+        'scopes:                    openid',
+        'redirect_uris:             http://127.0.0.1:8400/cb http://[::1]/cb com.example.app:/oauth2redirect',
+        'post_logout_redirect_uris: com.example.app:/signed-out',
+        'format:                    jwt',
+        'ttl:                       600',
+        'id_token_alg:              ES256',
+        'first_party:               no',
+        'legacy:                    no',
+        `created:                   ${createdAt}`,
+        `updated:                   ${updatedAt}`,
+        '',
+      ].join('\n'),
+    });
+    expect(JSON.parse((await runCli(['clients', 'show', 'native', '--json'], t.env)).stdout)).toEqual(JSON.parse(native.stdout));
+    expect((await runCli(['clients', 'show', 'web'], t.env)).stdout).toContain('\npost_logout_redirect_uris: -\n');
+    expect(await runCli(['clients', 'show', 'nobody'], t.env)).toEqual({ code: 1, stdout: '', stderr: 'error: no client nobody\n' });
   });
 
   it("delete removes the client and revokes its tokens, not other clients' tokens; rotate-secret --revoke-tokens revokes", async () => {

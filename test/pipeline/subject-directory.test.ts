@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SubjectDirectory } from '../../src/pipeline/subject-directory.js';
+import { insertClient } from '../../src/storage/clients.js';
 import { newId, nowIso } from '../../src/storage/ids.js';
 import { insertUser } from '../../src/storage/users.js';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../helpers/databases.js';
@@ -35,6 +36,21 @@ describe.each(DATABASE_KINDS)('subject directory on %s', (kind) => {
     await t.db.kysely.updateTable('users').set({ role: 'editor' }).where('id', '=', id).execute();
     directory.forget(id);
     expect(await directory.lookup('user', id)).toEqual({ id, role: 'editor', active: true, scopes: null });
+  });
+
+  it('finds a client without a role (it acts only for users) with role null', async () => {
+    const directory = new SubjectDirectory(t.db.kysely);
+    const id = newId();
+    await insertClient(
+      t.db.kysely,
+      {
+        id, clientId: 'web-app', name: 'Web app', type: 'public', secretHash: null, redirectUris: ['https://app.example.com/cb'], grantTypes: ['authorization_code'],
+        scopes: ['openid', 'read:posts'], role: null, accessTokenFormat: 'jwt', accessTokenTtl: 600, firstParty: false, legacy: false,
+        postLogoutRedirectUris: [], idTokenSignedResponseAlg: 'RS256',
+      },
+      nowIso(),
+    );
+    expect(await directory.lookup('client', 'web-app')).toEqual({ id, role: null, active: true, scopes: new Set(['openid', 'read:posts']) });
   });
 
   it('answers from its cache only while an entry is fresh, and never across kinds', async () => {
