@@ -1,3 +1,4 @@
+import { isBrowserBasedClient } from '../oauth/tokens/user-tokens.js';
 import { ApiError, type ErrorDetail } from '../errors/registry.js';
 import { REFRESH_TOKEN_ISSUING_GRANTS } from '../oauth/grant-types.js';
 import type { PolicyTable } from '../policy/table.js';
@@ -42,11 +43,8 @@ function checkRedirectUris(field: string, uris: readonly string[]): ErrorDetail[
 }
 
 /** A public client sent back to an https page is a web page itself: a single-page application. */
-function isBrowserBased({ type, redirectUris }: ClientSettings): boolean {
-  return type === 'public' && redirectUris.some((uri) => {
-    const check = classifyRedirectUri(uri);
-    return 'kind' in check && check.kind === 'web';
-  });
+function isBrowserBased(settings: ClientSettings): boolean {
+  return isBrowserBasedClient(settings);
 }
 
 /**

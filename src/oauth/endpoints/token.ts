@@ -9,6 +9,7 @@ import { CLIENT_CREDENTIALS, grantClientCredentials } from '../grants/client-cre
 import { OAuthError, type OAuthErrorCode } from '../oauth-error.js';
 import type { IssuedAccessToken, TokenService } from '../tokens/token-service.js';
 import type { Config } from '../../config/config.js';
+import { SERVED_GRANT_TYPES, type ServedGrantType } from '../grant-types.js';
 import type { SignInThrottle } from '../../limits/sign-in-throttle.js';
 import type { KeyStore } from '../keys/key-store.js';
 import { AUTHORIZATION_CODE } from '../authorize/authorization-request.js';
@@ -66,7 +67,7 @@ async function issueFor(deps: TokenEndpointDeps, grant: UserGrant): Promise<Issu
 }
 
 /** The grants this server implements, by `grant_type` (RFC 6749 §4, RFC 8628 §3.4). Discovery lists the same keys. */
-const GRANTS: Readonly<Record<string, (request: GrantRequest) => Promise<Issued>>> = {
+const GRANTS: Readonly<Record<ServedGrantType, (request: GrantRequest) => Promise<Issued>>> = {
   [AUTHORIZATION_CODE]: async ({ client, params, deps, now }) => issueFor(deps, await grantAuthorizationCode(deps.db.kysely, client, params, now)),
   [REFRESH_TOKEN]: async ({ client, params, deps, now }) => issueFor(deps, await grantRefreshToken(deps.db.kysely, client, params, now)),
   [CLIENT_CREDENTIALS]: async ({ client, params, deps }) => {
@@ -89,8 +90,8 @@ const REFUSALS: Readonly<Partial<Record<OAuthErrorCode, AuditDecision['reason']>
 };
 
 /** Grant types a client can use here; the password grant only when the server enables it. */
-export function supportedGrantTypes(config: Config): string[] {
-  return Object.keys(GRANTS).filter((grantType) => grantType !== PASSWORD || config.signIn.passwordGrant);
+export function supportedGrantTypes(config: Config): ServedGrantType[] {
+  return SERVED_GRANT_TYPES.filter((grantType) => grantType !== PASSWORD || config.signIn.passwordGrant);
 }
 
 export type RecordDecision = (decision: Omit<AuditDecision, 'requestId' | 'interface' | 'operation'>) => void;
@@ -126,7 +127,7 @@ export function registerTokenEndpoint(scope: FastifyInstance, deps: TokenEndpoin
     const params = readFormParams(request.body);
     const grantType = params.grant_type;
     if (grantType === undefined) throw new OAuthError('invalid_request', 'grant_type is required.');
-    const grant = supportedGrantTypes(deps.config).includes(grantType) ? GRANTS[grantType] : undefined;
+    const grant = (supportedGrantTypes(deps.config) as string[]).includes(grantType) ? GRANTS[grantType as ServedGrantType] : undefined;
     if (!grant) throw new OAuthError('unsupported_grant_type', 'The grant_type is not supported by this server.');
     // Malformed requests end above without a decision; from here on each request is allowed or refused, and
     // the audit log records which (seed, Authorization rule 8), never with a secret or the token itself.
