@@ -50,7 +50,7 @@ export function mayIssueRefreshToken(client: ClientRecord, scopes: readonly stri
 }
 
 /** A public client that redirects to an https page is a single-page app (native apps use loopback or private-use URIs). */
-export function isBrowserBasedClient(client: Pick<ClientRecord, 'type' | 'redirectUris'>): boolean {
+export function isBrowserBasedClient(client: { type: string; redirectUris: readonly string[] }): boolean {
   return client.type === 'public' && client.redirectUris.some((uri) => uri.startsWith('https:'));
 }
 
