@@ -28,7 +28,7 @@ export interface Server {
 export interface StartOptions {
   args?: string[];
   env?: Record<string, string>;
-  /** Extra Node options placed before the script (e.g. `--cpu-prof`). */
+  /** Extra Node options, after tsx is loaded so that `--import` may name a TypeScript module. */
   nodeOptions?: string[];
 }
 
@@ -36,7 +36,7 @@ export interface StartOptions {
 export async function startServer(script: string, options: StartOptions = {}): Promise<Server> {
   const { args = [], env = {}, nodeOptions = [] } = options;
   const command = HAS_TASKSET ? 'taskset' : process.execPath;
-  const argv = [...(HAS_TASKSET ? ['-c', '1', process.execPath] : []), ...nodeOptions, '--import', 'tsx', script, ...args];
+  const argv = [...(HAS_TASKSET ? ['-c', '1', process.execPath] : []), '--import', 'tsx', ...nodeOptions, script, ...args];
   const child = spawn(command, argv, {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: {

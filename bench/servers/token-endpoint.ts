@@ -1,80 +1,15 @@
 /**
- * Portcullis as it runs in production, on embedded SQLite, with the bench clients of token-clients.ts
- * registered: POST /oauth/token authenticates the client (SHA-256 of the secret, a database read), selects
- * the scopes, signs (ES256) or generates the token, inserts its `access_tokens` row and records the audit
- * event. The per-address limit of the OAuth endpoints is raised so that one load generator on one address
- * is never refused; the limiter still runs on every request.
+ * Portcullis's token endpoint as the bench loads it (token-app.ts): POST /oauth/token authenticates the
+ * client (SHA-256 of the secret, a database read), selects the scopes, signs (ES256) or generates the
+ * token, inserts its `access_tokens` row and records the audit event.
  */
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { buildApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config/config.js';
-import { hashPassword } from '../../src/oauth/passwords.js';
-import { digestSecret } from '../../src/oauth/secrets.js';
-import { insertClient, type NewClient } from '../../src/storage/clients.js';
-import { newId, nowIso } from '../../src/storage/ids.js';
-import { insertUser } from '../../src/storage/users.js';
-import { ACCESS_TOKEN_TTL, BENCH_SECRET, BENCH_USER, JWT_CLIENT, OPAQUE_CLIENT, REDIRECT_URI, REFRESH_CLIENT, SCOPE } from './token-clients.js';
+import { buildTokenBenchApp } from './token-app.js';
 
-const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'portcullis-bench-'));
-const config = loadConfig({
-  ...process.env,
-  DATA_DIR: dataDir,
-  PORT: '0',
-  LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
-  // A one-second window with a million requests: never reached from 127.0.0.1, still counted.
-  RATE_LIMIT_ANONYMOUS_MAX: '1000000',
-  RATE_LIMIT_MAX: '1000000',
-  RATE_LIMIT_ADDRESS_MAX: '1000000',
-  RATE_LIMIT_WINDOW: '1',
-});
-const app = await buildApp(config);
-const db = app.db.kysely;
-const now = nowIso();
-
-const client = (clientId: string, overrides: Partial<NewClient>): NewClient => ({
-  id: newId(),
-  clientId,
-  name: clientId,
-  type: 'confidential',
-  secretHash: digestSecret(BENCH_SECRET),
-  redirectUris: [],
-  grantTypes: ['client_credentials'],
-  scopes: SCOPE.split(' '),
-  role: 'editor',
-  accessTokenFormat: 'jwt',
-  accessTokenTtl: ACCESS_TOKEN_TTL,
-  firstParty: true,
-  legacy: false,
-  postLogoutRedirectUris: [],
-  idTokenSignedResponseAlg: 'ES256',
-  ...overrides,
-});
-await insertClient(db, client(JWT_CLIENT, {}), now);
-await insertClient(db, client(OPAQUE_CLIENT, { accessTokenFormat: 'opaque' }), now);
-await insertClient(
-  db,
-  client(REFRESH_CLIENT, {
-    redirectUris: [REDIRECT_URI],
-    grantTypes: ['authorization_code', 'refresh_token'],
-    scopes: [...SCOPE.split(' '), 'offline_access'],
-    role: null,
-  }),
-  now,
-);
-await insertUser(
-  db,
-  { id: newId(), email: BENCH_USER.email, name: 'Bench', role: 'member', active: true, passwordHash: await hashPassword(BENCH_USER.password) },
-  now,
-);
-
-await app.fastify.listen({ host: '127.0.0.1', port: 0 });
-const { port } = app.fastify.server.address() as { port: number };
+const bench = await buildTokenBenchApp();
+const { fastify } = bench.app;
+await fastify.listen({ host: '127.0.0.1', port: 0 });
+const { port } = fastify.server.address() as { port: number };
 process.stdout.write(`${JSON.stringify({ bench: { port, pid: process.pid } })}\n`);
 process.on('SIGTERM', () => {
-  void app.close().then(() => {
-    fs.rmSync(dataDir, { recursive: true, force: true });
-    process.exit(0);
-  });
+  void bench.close().then(() => process.exit(0));
 });
