@@ -6,9 +6,13 @@
  * in-memory store; Portcullis writes each token's row (revocation) and the audit event to SQLite.
  *
  * Every scenario is measured in BENCH_ROUNDS rounds (default 3) of BENCH_DURATION seconds (default 5) per
- * server, the two servers back to back and in alternating order from round to round, so that a drift of
- * the machine's speed falls on both; the ratio is taken within a round and the table shows medians.
- * Reports tokens/s, p50/p99 latency, server CPU time per token and Portcullis / oidc-provider.
+ * server. Within a round the two servers take turns in BENCH_SLICES slices (default 5, so one second
+ * each), the order alternating from slice to slice: a shared machine's speed changes within seconds, and
+ * interleaved slices let both servers meet the same changes. The ratio is taken within a round and the
+ * table shows medians over rounds (latencies: medians over slices).
+ * Reports tokens/s, p50/p99 latency, server CPU time per token and Portcullis / oidc-provider; a bare
+ * Fastify route that answers with a fixed token (servers/bare-token.ts) runs in the first scenario's
+ * slices as the floor: what HTTP and the framework alone cost per request here.
  */
 import { cpuMillis, describeMachine, median, pinLoadGenerator, startServer, stopServer, type Server } from './processes.js';
 import { mintRefreshToken } from './token/authorization-code.js';
@@ -18,6 +22,7 @@ import { basicAuthorization, JWT_CLIENT, OPAQUE_CLIENT, REDIRECT_URI, REFRESH_CL
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const SLICES = Number(process.env.BENCH_SLICES ?? 5);
 const WARMUP = 2;
 const TARGET = 1.5;
 const TOKEN_PATH = '/oauth/token';
@@ -25,7 +30,9 @@ const TOKEN_PATH = '/oauth/token';
 pinLoadGenerator();
 
 interface Side {
-  name: 'Portcullis' | 'oidc-provider';
+  name: 'Portcullis' | 'oidc-provider' | 'bare Fastify route (floor)';
+  /** Not a token endpoint: measured with the first scenario only, as a reference. */
+  floor?: boolean;
   server: Server;
   base: string;
   mintRefreshToken(): Promise<string>;
@@ -85,6 +92,13 @@ const scenarios: Scenario[] = [
 const portcullis = await startServer('bench/servers/token-endpoint.ts', { env: { LOG_LEVEL: 'warn' } });
 const oidcProvider = await startServer('bench/servers/oidc-provider.ts');
 const base = (server: Server) => `http://127.0.0.1:${server.info.port}`;
+// The floor answers with a token Portcullis issued, so that its responses are the same size.
+const sample = await fetch(base(portcullis) + TOKEN_PATH, {
+  method: 'POST',
+  headers: { authorization: basicAuthorization(JWT_CLIENT), 'content-type': 'application/x-www-form-urlencoded' },
+  body: clientCredentials,
+});
+const bare = await startServer('bench/servers/bare-token.ts', { args: [((await sample.json()) as { access_token: string }).access_token] });
 const sides: Side[] = [
   {
     name: 'Portcullis',
@@ -109,6 +123,14 @@ const sides: Side[] = [
       }),
     refreshUnavailable: async () => null,
   },
+  {
+    name: 'bare Fastify route (floor)',
+    floor: true,
+    server: bare,
+    base: base(bare),
+    mintRefreshToken: () => Promise.reject(new Error('not a token endpoint')),
+    refreshUnavailable: async () => 'not a token endpoint',
+  },
 ];
 
 interface Measurement {
@@ -119,21 +141,43 @@ interface Measurement {
   errors: number;
 }
 
-/** A warm-up, then the measured run on a fresh load, with the server's CPU time over the measured run. */
-async function measure(scenario: Scenario, side: Side): Promise<Measurement> {
-  await (await scenario.prepare(side))(WARMUP);
+interface Slice {
+  tokens: number;
+  cpuMillis: number;
+  p50: number;
+  p99: number;
+  errors: number;
+}
+
+/** One slice on a fresh load, with the server's CPU time over it. */
+async function runSlice(scenario: Scenario, side: Side, seconds: number): Promise<Slice> {
   const load = await scenario.prepare(side);
   const pid = side.server.child.pid!;
   const cpuBefore = cpuMillis(pid);
-  const result = await load(DURATION);
-  const cpuAfter = cpuMillis(pid);
+  const result = await load(seconds);
+  return { tokens: result.tokens, cpuMillis: cpuMillis(pid) - cpuBefore, p50: result.p50, p99: result.p99, errors: result.errors };
+}
+
+function combine(slices: Slice[], seconds: number): Measurement {
+  const tokens = slices.reduce((sum, slice) => sum + slice.tokens, 0);
+  const cpu = slices.reduce((sum, slice) => sum + slice.cpuMillis, 0);
   return {
-    tokensPerSecond: Math.round(result.tokens / DURATION),
-    p50: result.p50,
-    p99: result.p99,
-    cpuMicrosPerToken: Math.round(((cpuAfter - cpuBefore) * 1000) / Math.max(1, result.tokens)),
-    errors: result.errors,
+    tokensPerSecond: Math.round(tokens / seconds),
+    p50: median(slices.map((slice) => slice.p50)),
+    p99: median(slices.map((slice) => slice.p99)),
+    cpuMicrosPerToken: Math.round((cpu * 1000) / Math.max(1, tokens)),
+    errors: slices.reduce((sum, slice) => sum + slice.errors, 0),
   };
+}
+
+/** Both servers' warm-up, then their slices taken in turns. */
+async function measureRound(scenario: Scenario, order: Side[]): Promise<Map<Side, Measurement>> {
+  for (const side of order) await (await scenario.prepare(side))(WARMUP);
+  const slices = new Map<Side, Slice[]>(order.map((side) => [side, []]));
+  for (let slice = 0; slice < SLICES; slice++) {
+    for (const side of slice % 2 === 0 ? order : [...order].reverse()) slices.get(side)!.push(await runSlice(scenario, side, DURATION / SLICES));
+  }
+  return new Map(order.map((side) => [side, combine(slices.get(side)!, DURATION)]));
 }
 
 const unavailable = new Map<string, string>();
@@ -142,18 +186,17 @@ const key = (scenario: Scenario, side: Side) => `${scenario.name}\u0000${side.na
 try {
   for (const scenario of scenarios) {
     for (const side of sides) {
-      const reason = await scenario.unavailable(side);
+      const reason = side.floor && scenario !== scenarios[0] ? 'measured with the first scenario only' : await scenario.unavailable(side);
       if (reason) unavailable.set(key(scenario, side), reason);
       else await checkResponse(scenario, side);
     }
   }
   for (let round = 0; round < ROUNDS; round++) {
     for (const scenario of scenarios) {
-      const order = round % 2 === 0 ? sides : [...sides].reverse();
-      for (const side of order) {
-        if (unavailable.has(key(scenario, side))) continue;
+      const order = (round % 2 === 0 ? sides : [...sides].reverse()).filter((side) => !unavailable.has(key(scenario, side)));
+      for (const [side, measurement] of await measureRound(scenario, order)) {
         const runs = rounds.get(key(scenario, side)) ?? [];
-        runs.push(await measure(scenario, side));
+        runs.push(measurement);
         rounds.set(key(scenario, side), runs);
       }
     }
@@ -161,6 +204,7 @@ try {
 } finally {
   await stopServer(portcullis);
   await stopServer(oidcProvider);
+  await stopServer(bare);
 }
 
 /** One request as a client would send it, and its body checked against the scenario's token format. */
@@ -171,17 +215,18 @@ async function checkResponse(scenario: Scenario, side: Side): Promise<void> {
     body: await scenario.body(side),
   });
   const json = (await response.json()) as Record<string, unknown>;
-  const problem = response.status !== 200 ? `${response.status} ${JSON.stringify(json)}` : scenario.check(json);
+  const problem = response.status !== 200 ? `${response.status} ${JSON.stringify(json)}` : side.floor ? null : scenario.check(json);
   if (problem) throw new Error(`${side.name}, ${scenario.name}: ${problem}`);
 }
 
-console.log(`\n${describeMachine(CONNECTIONS, ROUNDS, DURATION)}\n`);
+console.log(`\n${describeMachine(CONNECTIONS, ROUNDS, DURATION)}, in slices of ${DURATION / SLICES} s taken in turns\n`);
 console.log('| scenario | server | tokens/s | p50 ms | p99 ms | server CPU µs/token | errors |');
 console.log('|---|---|---|---|---|---|---|');
 let errors = 0;
 for (const scenario of scenarios) {
   for (const side of sides) {
     const reason = unavailable.get(key(scenario, side));
+    if (reason && side.floor) continue;
     if (reason) {
       console.log(`| ${scenario.name} | ${side.name} | not available: ${reason} | | | | |`);
       continue;
