@@ -15,54 +15,20 @@
  * seconds apart, and the table shows medians, so that a machine whose speed drifts (a shared virtual
  * machine) skews the ratio as little as possible.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
-import readline from 'node:readline';
 import autocannon from 'autocannon';
 import { pacedLoad } from './paced-load.js';
+import { cpuMillis, describeMachine, median, pinLoadGenerator, startServer as startProcess, stopServer as stop, type Server } from './processes.js';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const WARMUP = 2;
 const PACED_WARMUP = 5;
 const CONNECTIONS = 50;
-const HAS_TASKSET = spawnSync('taskset', ['-V']).status === 0 && os.cpus().length >= 2;
 
-if (HAS_TASKSET && process.env.BENCH_PINNED !== '1') {
-  const child = spawnSync('taskset', ['-c', '0', process.execPath, ...process.execArgv, ...process.argv.slice(1)], {
-    stdio: 'inherit',
-    env: { ...process.env, BENCH_PINNED: '1' },
-  });
-  process.exit(child.status ?? 1);
-}
+pinLoadGenerator();
 
-interface Server {
-  child: ChildProcess;
-  info: Record<string, any>;
-}
-
-async function startServer(script: string, args: string[] = [], env: Record<string, string> = {}): Promise<Server> {
-  const command = HAS_TASKSET ? 'taskset' : process.execPath;
-  const argv = [...(HAS_TASKSET ? ['-c', '1', process.execPath] : []), '--import', 'tsx', script, ...args];
-  const child = spawn(command, argv, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env, NODE_ENV: 'production', ISSUER: 'https://bench.invalid', KEY_ENCRYPTION_SECRET: 'bench-key-encryption-secret-0123456789abcdef' } });
-  const line = await new Promise<string>((resolve, reject) => {
-    // The server's log lines share stdout; its `{"bench": ...}` line says where it listens. Every line is
-    // read, so that a server that logs never blocks on a full pipe.
-    const lines = readline.createInterface({ input: child.stdout! });
-    lines.on('line', (line) => {
-      if (line.startsWith('{"bench":')) resolve(line);
-    });
-    child.once('exit', (code) => reject(new Error(`${script} exited with ${code}`)));
-  });
-  return { child, info: (JSON.parse(line) as { bench: Record<string, any> }).bench };
-}
-
-/** User + system CPU time of a process, in milliseconds (Linux /proc). */
-function cpuMillis(pid: number): number {
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  const ticks = Number(fields[11]) + Number(fields[12]);
-  return (ticks * 1000) / 100; // USER_HZ is 100 on Linux
+function startServer(script: string, args: string[] = [], env: Record<string, string> = {}): Promise<Server> {
+  return startProcess(script, { args, env });
 }
 
 interface Measurement {
@@ -115,12 +81,6 @@ async function measure(name: string, server: Server, path: string, headers: Reco
     cpuMicrosPerRequest: Math.round(((cpuAfter - cpuBefore) * 1000) / Math.max(1, result.requests)),
     non2xx: result.errors,
   };
-}
-
-async function stop(server: Server): Promise<void> {
-  const exited = new Promise((resolve) => server.child.once('exit', resolve));
-  server.child.kill('SIGTERM');
-  await exited;
 }
 
 const pipeline = await startServer('bench/servers/pipeline.ts', [], { LOG_LEVEL: 'warn' });
@@ -183,16 +143,7 @@ try {
   await stop(bare);
 }
 
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
-}
-
-console.log(
-  `\n${os.cpus()[0]?.model ?? 'unknown CPU'}, ${os.cpus().length} cores, Node ${process.version}, ${CONNECTIONS} connections, ` +
-    `${ROUNDS} rounds of ${DURATION} s per scenario${HAS_TASKSET ? ', server on CPU 1, load on CPU 0' : ', unpinned'}; medians\n`,
-);
+console.log(`\n${describeMachine(CONNECTIONS, ROUNDS, DURATION)}\n`);
 console.log('| scenario | req/s | p50 ms | p99 ms | server CPU µs/req | vs bare (req/s) | errors |');
 console.log('|---|---|---|---|---|---|---|');
 /** Medians over rounds of one scenario's measurements; errors are summed. */

@@ -1,0 +1,88 @@
+/**
+ * The processes of a benchmark: the load generator pinned to CPU 0, each server in its own process pinned
+ * to CPU 1 (when `taskset` and a second core exist), and the server's CPU time read from /proc, so that a
+ * comparison made in one run shares the machine's speed of the moment.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import readline from 'node:readline';
+
+export const HAS_TASKSET = spawnSync('taskset', ['-V']).status === 0 && os.cpus().length >= 2;
+
+/** Runs this script again under `taskset -c 0` (once) and exits with its status; a no-op once pinned. */
+export function pinLoadGenerator(): void {
+  if (!HAS_TASKSET || process.env.BENCH_PINNED === '1') return;
+  const child = spawnSync('taskset', ['-c', '0', process.execPath, ...process.execArgv, ...process.argv.slice(1)], {
+    stdio: 'inherit',
+    env: { ...process.env, BENCH_PINNED: '1' },
+  });
+  process.exit(child.status ?? 1);
+}
+
+export interface Server {
+  child: ChildProcess;
+  info: Record<string, any>;
+}
+
+export interface StartOptions {
+  args?: string[];
+  env?: Record<string, string>;
+  /** Extra Node options, after tsx is loaded so that `--import` may name a TypeScript module. */
+  nodeOptions?: string[];
+}
+
+/** Starts `script` (TypeScript, through tsx) on CPU 1 and waits for its `{"bench": ...}` line on stdout. */
+export async function startServer(script: string, options: StartOptions = {}): Promise<Server> {
+  const { args = [], env = {}, nodeOptions = [] } = options;
+  const command = HAS_TASKSET ? 'taskset' : process.execPath;
+  const argv = [...(HAS_TASKSET ? ['-c', '1', process.execPath] : []), '--import', 'tsx', ...nodeOptions, script, ...args];
+  const child = spawn(command, argv, {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: {
+      ...process.env,
+      ...env,
+      NODE_ENV: 'production',
+      ISSUER: 'https://bench.invalid',
+      KEY_ENCRYPTION_SECRET: 'bench-key-encryption-secret-0123456789abcdef',
+    },
+  });
+  const line = await new Promise<string>((resolve, reject) => {
+    // The server's log lines share stdout; its `{"bench": ...}` line says where it listens. Every line is
+    // read, so that a server that logs never blocks on a full pipe.
+    const lines = readline.createInterface({ input: child.stdout! });
+    lines.on('line', (line) => {
+      if (line.startsWith('{"bench":')) resolve(line);
+    });
+    child.once('exit', (code) => reject(new Error(`${script} exited with ${code}`)));
+  });
+  return { child, info: (JSON.parse(line) as { bench: Record<string, any> }).bench };
+}
+
+export async function stopServer(server: Server): Promise<void> {
+  if (server.child.exitCode !== null) return;
+  const exited = new Promise((resolve) => server.child.once('exit', resolve));
+  server.child.kill('SIGTERM');
+  await exited;
+}
+
+/** User + system CPU time of a process, in milliseconds (Linux /proc). */
+export function cpuMillis(pid: number): number {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  const ticks = Number(fields[11]) + Number(fields[12]);
+  return (ticks * 1000) / 100; // USER_HZ is 100 on Linux
+}
+
+export function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
+/** One line describing the run, printed above every table. */
+export function describeMachine(connections: number, rounds: number, duration: number): string {
+  return (
+    `${os.cpus()[0]?.model ?? 'unknown CPU'}, ${os.cpus().length} cores, Node ${process.version}, ${connections} connections, ` +
+    `${rounds} rounds of ${duration} s per scenario${HAS_TASKSET ? ', server on CPU 1, load on CPU 0' : ', unpinned'}; medians`
+  );
+}
