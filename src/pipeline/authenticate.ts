@@ -88,9 +88,8 @@ async function verifyAndLookUp(raw: string, deps: AuthenticateDeps): Promise<Pri
 }
 
 function principalOf(token: VerifiedToken, subject: SubjectStatus | null, client: SubjectStatus | null): Principal {
-  if (!subject || !subject.active) throw invalidToken('The token subject is no longer active');
-  // A client whose registration no longer allows it to act on its own behalf (no role) has no principal.
-  if (subject.role === null) throw invalidToken('The client may no longer act on its own behalf');
+  // A client without a role (no client_credentials) cannot act on its own behalf.
+  if (!subject || !subject.active || subject.role === null) throw invalidToken('The token subject is no longer active');
   // A deleted client's tokens end with it, user tokens included (verified tokens are cached by token, and
   // the client's deletion evicts only what is keyed by its client_id).
   if (!client) throw invalidToken('The client of the token is no longer registered');
