@@ -3,6 +3,8 @@ import { createTestDatabase, DATABASE_KINDS } from '../helpers/databases.js';
 import { insertUser, findUserById } from '../../src/storage/users.js';
 import { newId, nowIso } from '../../src/storage/ids.js';
 import { migrateTo, migrateToLatest } from '../../src/storage/migrate.js';
+import { findClientByClientId } from '../../src/storage/clients.js';
+import type { Kysely } from 'kysely';
 
 describe.each(DATABASE_KINDS)('storage on %s', (kind) => {
   it('migrates an empty database and round-trips a user with a boolean flag', async () => {
@@ -27,6 +29,30 @@ describe.each(DATABASE_KINDS)('storage on %s', (kind) => {
       await t.db.kysely.insertInto('idempotencyKeys').values({ ...row, key: 'client', body: JSON.stringify(body) }).execute();
       await migrateToLatest(t.db);
       expect(await t.db.kysely.selectFrom('idempotencyKeys').selectAll().execute()).toEqual([]);
+    } finally {
+      await t.drop();
+    }
+  });
+
+  it('keeps every client through migration 007 and makes its role optional, with the new registration fields defaulted', async () => {
+    const t = await createTestDatabase(kind, { migrate: false });
+    try {
+      await migrateTo(t.db, '006-audit-aggregates-checkpoints');
+      const row = {
+        id: 'r1', clientId: 'svc', name: 'Svc', type: 'confidential', secretHash: 'h', redirectUris: '[]', grantTypes: '["client_credentials"]',
+        scopes: '["read:posts"]', role: 'member', accessTokenFormat: 'jwt', accessTokenTtl: 600, firstParty: false, legacy: false, createdAt: nowIso(), updatedAt: nowIso(),
+      };
+      await (t.db.kysely as unknown as Kysely<Record<string, Record<string, unknown>>>).insertInto('clients').values(row).execute();
+      await migrateToLatest(t.db);
+      const client = await findClientByClientId(t.db.kysely, 'svc');
+      expect(client).toEqual({
+        ...row, firstParty: false, legacy: false, redirectUris: [], grantTypes: ['client_credentials'], scopes: ['read:posts'],
+        postLogoutRedirectUris: [], idTokenSignedResponseAlg: 'RS256',
+      });
+      await t.db.kysely.updateTable('clients').set({ role: null }).where('id', '=', 'r1').execute();
+      expect((await findClientByClientId(t.db.kysely, 'svc'))?.role).toBeNull();
+      // The client_id stays unique after the SQLite rebuild.
+      await expect(t.db.kysely.insertInto('clients').values({ ...row, id: 'r2', postLogoutRedirectUris: '[]', idTokenSignedResponseAlg: 'RS256' }).execute()).rejects.toThrow();
     } finally {
       await t.drop();
     }

@@ -111,4 +111,38 @@ describe.each(DATABASE_KINDS)('key store on %s', (kind) => {
     now += 60_000;
     expect((await ours.signingKey()).kid).toBe(rotatedKid);
   });
+
+  it('creates the RS256 ID-token key on first use, publishes its public members only, and never verifies an ES256 token with it', async () => {
+    t = await createTestDatabase(kind);
+    const keys = await KeyStore.open(t.db, config);
+    const es = await keys.signingKey();
+    expect((await keys.publicJwks()).keys).toHaveLength(1);
+    const rs = await keys.signingKey('RS256');
+    expect(rs.alg).toBe('RS256');
+    // Newest first, as every key list here.
+    expect((await keys.publicJwks()).keys).toEqual([
+      { kty: 'RSA', n: expect.stringMatching(/^[A-Za-z0-9_-]{342}$/), e: 'AQAB', kid: rs.kid, alg: 'RS256', use: 'sig' },
+      { kty: 'EC', crv: 'P-256', x: expect.any(String), y: expect.any(String), kid: es.kid, alg: 'ES256', use: 'sig' },
+    ]);
+    // A kid is only good for the algorithm its key was made for (no RSA key behind an ES256 header).
+    expect(await keys.verificationKey(rs.kid, 'ES256')).toBeNull();
+    expect(await keys.verificationKey(es.kid, 'RS256')).toBeNull();
+    const jwt = await new SignJWT({}).setProtectedHeader({ alg: 'RS256', kid: rs.kid }).sign(rs.privateKey);
+    await expect(jwtVerify(jwt, (await keys.verificationKey(rs.kid, 'RS256'))!)).resolves.toBeTruthy();
+    // Another instance finds the same key rather than making its own.
+    expect((await (await KeyStore.open(t.db, config)).signingKey('RS256')).kid).toBe(rs.kid);
+  });
+
+  it('rotates the ID-token key with the access-token key once it is in use', async () => {
+    t = await createTestDatabase(kind);
+    const keys = await KeyStore.open(t.db, config);
+    const oldRs = (await keys.signingKey('RS256')).kid;
+    const oldEs = (await keys.signingKey()).kid;
+    const newEs = await keys.rotate();
+    const newRs = (await keys.signingKey('RS256')).kid;
+    expect(newEs).not.toBe(oldEs);
+    expect(newRs).not.toBe(oldRs);
+    expect((await keys.signingKey()).kid).toBe(newEs);
+    expect((await keys.publicJwks()).keys.map((key) => key.kid).sort()).toEqual([oldEs, oldRs, newEs, newRs].sort());
+  });
 });
