@@ -142,6 +142,7 @@ describe.each(DATABASE_KINDS)('GET /v1/audit-events on %s', (kind) => {
       sourceAddress: '127.0.0.1',
       firstSeen: expect.any(String),
       lastSeen: expect.any(String),
+      scopes: null,
       hash: expect.stringMatching(/^[0-9a-f]{64}$/),
     });
   });
