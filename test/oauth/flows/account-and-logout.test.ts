@@ -1,0 +1,257 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { verifyPassword } from '../../../src/oauth/passwords.js';
+import type { UserRecord } from '../../../src/storage/users.js';
+import { DATABASE_KINDS } from '../../helpers/databases.js';
+import type { TestClient } from '../fixtures.js';
+import { basic, form, FORM } from '../oauth-app.js';
+import { Browser, expectPageHeaders, hiddenInputs, pageAlert, pageHeading } from './browser.js';
+import { createUser, createWebClient, exchangeCode, expectTokenError, expectTokens, obtainCode, openFlowApp, PASSWORD, refresh, REDIRECT_URI, type FlowApp } from './flow.js';
+
+const NEW_PASSWORD = 'a brand new passphrase 42';
+
+/** The hidden inputs of the page's form posting to `action` (the account page has several). */
+function formFields(body: string, action: string): Record<string, string> {
+  const start = body.indexOf(`action="${action}"`);
+  expect(start, action).toBeGreaterThan(0);
+  return hiddenInputs(body.slice(start, body.indexOf('</form>', start)));
+}
+
+describe.each(DATABASE_KINDS)('account page and sign-out on %s', (kind) => {
+  let app: FlowApp;
+  let web: TestClient;
+
+  beforeAll(async () => {
+    app = await openFlowApp(kind);
+    web = await createWebClient(app.db, { postLogoutRedirectUris: ['https://app.example/signed-out'] });
+  });
+  afterAll(() => app.close());
+
+  /** A signed-in browser holding the user's tokens for the web client. */
+  async function signedInWithTokens(user: UserRecord, scope = 'openid offline_access read:posts') {
+    const browser = new Browser(app.oauth.app);
+    const { code, verifier } = await obtainCode(app, browser, web, user, { scope });
+    const tokens = expectTokens(await exchangeCode(app, web, code, { code_verifier: verifier }), { scope, refreshToken: true, idToken: scope.includes('openid') });
+    return { browser, tokens };
+  }
+
+  const tokenWorks = async (token: string) => {
+    try {
+      await app.oauth.tokens.verifyAccessToken(token);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+
+  it('shows the account to its user only, listing the applications they allowed', async () => {
+    const user = await createUser(app.db);
+    const anonymous = await new Browser(app.oauth.app).get('/oauth/account');
+    expect({ status: anonymous.statusCode, location: anonymous.headers.location }).toEqual({ status: 303, location: '/oauth/login' });
+    const { browser } = await signedInWithTokens(user);
+    const page = await browser.get('/oauth/account');
+    expect({ status: page.statusCode, heading: pageHeading(page.body) }).toEqual({ status: 200, heading: 'Your account' });
+    expectPageHeaders(page);
+    expect(page.body).toContain(`Signed in as <strong>${user.email}</strong>`);
+    expect(page.body).toContain('<td>Example Web App</td><td>offline_access openid read:posts</td>');
+    for (const label of ['Current password', 'New password (at least 12 characters)']) expect(page.body).toContain(`>${label}</label>`);
+  });
+
+  it('changes the password with the current one, ending every other session, token and refresh family', async () => {
+    const user = await createUser(app.db);
+    const { browser, tokens } = await signedInWithTokens(user);
+    const elsewhere = await signedInWithTokens(user);
+    const page = await browser.get('/oauth/account');
+    const fields = formFields(page.body, '/oauth/account/password');
+
+    const wrong = await browser.post('/oauth/account/password', { csrf_token: fields.csrf_token!, current_password: 'not my password!', new_password: NEW_PASSWORD });
+    expect({ status: wrong.statusCode, alert: pageAlert(wrong.body) }).toEqual({ status: 400, alert: 'The current password is wrong.' });
+    const short = await browser.post('/oauth/account/password', { csrf_token: fields.csrf_token!, current_password: PASSWORD, new_password: 'short' });
+    expect({ status: short.statusCode, alert: pageAlert(short.body) }).toEqual({ status: 400, alert: 'The new password must have 12 to 256 characters and no control characters.' });
+    const forged = await browser.post('/oauth/account/password', { current_password: PASSWORD, new_password: NEW_PASSWORD });
+    expect(forged.statusCode).toBe(403);
+    expect(await tokenWorks(tokens.access_token)).toBe(true);
+
+    const changed = await browser.post('/oauth/account/password', { csrf_token: fields.csrf_token!, current_password: PASSWORD, new_password: NEW_PASSWORD });
+    expect({ status: changed.statusCode, notice: /<p class="notice" role="status">([^<]*)</.exec(changed.body)?.[1] }).toEqual({
+      status: 200,
+      notice: 'Your password was changed. Other devices and applications were signed out.',
+    });
+    const stored = await app.db.kysely.selectFrom('users').select('passwordHash').where('id', '=', user.id).executeTakeFirstOrThrow();
+    expect(await verifyPassword(NEW_PASSWORD, stored.passwordHash)).toBe(true);
+    expect(await tokenWorks(tokens.access_token)).toBe(false);
+    expect(await tokenWorks(elsewhere.tokens.access_token)).toBe(false);
+    expectTokenError(await refresh(app, web, tokens.refresh_token!), 400, 'invalid_grant', 'The refresh token was revoked.');
+    // The other browser's session ended; this one got a fresh session and stays signed in.
+    expect((await elsewhere.browser.get('/oauth/account')).statusCode).toBe(303);
+    expect((await browser.get('/oauth/account')).statusCode).toBe(200);
+  });
+
+  it('withdraws consent for one application, ending its tokens, and asks again next time', async () => {
+    const user = await createUser(app.db);
+    const { browser, tokens } = await signedInWithTokens(user);
+    const page = await browser.get('/oauth/account');
+    const fields = formFields(page.body, '/oauth/account/applications/revoke');
+    expect(fields.application).toBe(web.client.id);
+    const done = await browser.post('/oauth/account/applications/revoke', { csrf_token: fields.csrf_token!, application: fields.application! });
+    expect(done.body).toContain('The application no longer has access.');
+    expect(done.body).toContain('<p>None.</p>');
+    expect(await tokenWorks(tokens.access_token)).toBe(false);
+    expectTokenError(await refresh(app, web, tokens.refresh_token!), 400, 'invalid_grant', 'The refresh token was revoked.');
+    const again = await browser.visit(`/oauth/authorize?${new URLSearchParams({ response_type: 'code', client_id: web.client.clientId, redirect_uri: REDIRECT_URI, scope: 'read:posts', state: 's', code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM', code_challenge_method: 'S256' })}`);
+    expect(pageHeading(again.body)).toBe('Allow Example Web App access?');
+  });
+
+  it('signs out everywhere: every session and token of the user ends', async () => {
+    const user = await createUser(app.db);
+    const { browser, tokens } = await signedInWithTokens(user);
+    const other = await signedInWithTokens(user);
+    const page = await browser.get('/oauth/account');
+    const fields = formFields(page.body, '/oauth/account/sign-out-everywhere');
+    const done = await browser.post('/oauth/account/sign-out-everywhere', { csrf_token: fields.csrf_token! });
+    expect({ status: done.statusCode, heading: pageHeading(done.body) }).toEqual({ status: 200, heading: 'Signed out' });
+    expect(done.headers['set-cookie']).toEqual(['__Host-portcullis-session=; Path=/; HttpOnly; SameSite=Lax; Secure; Max-Age=0']);
+    expect(await tokenWorks(tokens.access_token)).toBe(false);
+    expect(await tokenWorks(other.tokens.access_token)).toBe(false);
+    expect((await other.browser.get('/oauth/account')).statusCode).toBe(303);
+  });
+
+  it('logs out on the RP\'s request (RP-Initiated Logout 1.0) after the user confirms, back to a registered URI with state', async () => {
+    const user = await createUser(app.db);
+    const { browser, tokens } = await signedInWithTokens(user);
+    const query = new URLSearchParams({ id_token_hint: tokens.id_token!, post_logout_redirect_uri: 'https://app.example/signed-out', state: 'bye' });
+    const confirm = await browser.get(`/oauth/logout?${query}`);
+    expect({ status: confirm.statusCode, heading: pageHeading(confirm.body) }).toEqual({ status: 200, heading: 'Sign out?' });
+    expect(confirm.headers['content-security-policy']).toContain("form-action 'self' https://app.example;");
+    const fields = hiddenInputs(confirm.body);
+    expect(fields).toEqual({ csrf_token: expect.any(String), client_id: web.client.clientId, post_logout_redirect_uri: 'https://app.example/signed-out', state: 'bye' });
+    const done = await browser.post('/oauth/logout', fields);
+    expect({ status: done.statusCode, location: done.headers.location }).toEqual({ status: 303, location: 'https://app.example/signed-out?state=bye' });
+    expect((await browser.get('/oauth/account')).statusCode).toBe(303);
+  });
+
+  it('refuses an unregistered post_logout_redirect_uri, a forged id_token_hint and a logout without its form token', async () => {
+    const user = await createUser(app.db);
+    const { browser, tokens } = await signedInWithTokens(user);
+    const unregistered = await browser.get(`/oauth/logout?${new URLSearchParams({ id_token_hint: tokens.id_token!, post_logout_redirect_uri: 'https://evil.example/' })}`);
+    expect({ status: unregistered.statusCode, alert: pageAlert(unregistered.body), location: unregistered.headers.location }).toEqual({
+      status: 400,
+      alert: 'The post_logout_redirect_uri is not registered for this application.',
+      location: undefined,
+    });
+    const [header, payload] = tokens.id_token!.split('.');
+    const forged = await browser.get(`/oauth/logout?${new URLSearchParams({ id_token_hint: `${header}.${payload}.AAAA`, post_logout_redirect_uri: 'https://app.example/signed-out' })}`);
+    expect(pageAlert(forged.body)).toBe('The id_token_hint was not issued by this server.');
+    const noToken = await browser.post('/oauth/logout', { csrf_token: 'forged' });
+    expect(noToken.statusCode).toBe(403);
+    expect((await browser.get('/oauth/account')).statusCode).toBe(200);
+  });
+});
+
+describe.each(DATABASE_KINDS)('userinfo, introspection and revocation of refresh tokens on %s', (kind) => {
+  let app: FlowApp;
+  let web: TestClient;
+  let user: UserRecord;
+
+  beforeAll(async () => {
+    app = await openFlowApp(kind);
+    web = await createWebClient(app.db, { scopes: ['openid', 'profile', 'email', 'offline_access', 'read:posts'] });
+    user = await createUser(app.db, { name: 'Ada Lovelace' });
+  });
+  afterAll(() => app.close());
+
+  async function tokensFor(scope: string) {
+    const { code, verifier } = await obtainCode(app, new Browser(app.oauth.app), web, user, { scope });
+    // A refresh token comes with offline_access, or without OpenID Connect at all.
+    const refreshToken = scope.includes('offline_access') || !scope.includes('openid');
+    return expectTokens(await exchangeCode(app, web, code, { code_verifier: verifier }), { scope, refreshToken, idToken: scope.includes('openid') });
+  }
+
+  const userinfo = (token: string, method: 'GET' | 'POST' = 'GET') => app.oauth.app.inject({ method, url: '/oauth/userinfo', headers: { authorization: `Bearer ${token}` } });
+  const introspect = (token: string, client: TestClient = web, hint?: string) =>
+    app.oauth.app.inject({ method: 'POST', url: '/oauth/introspect', headers: { ...FORM, authorization: basic(client.client.clientId, client.secret) }, payload: form({ token, ...(hint ? { token_type_hint: hint } : {}) }) });
+
+  it('returns sub plus the claims of the granted scopes, never cached', async () => {
+    const all = await tokensFor('openid profile email read:posts');
+    for (const method of ['GET', 'POST'] as const) {
+      const reply = await userinfo(all.access_token, method);
+      expect({ status: reply.statusCode, body: reply.json(), cache: reply.headers['cache-control'] }).toEqual({
+        status: 200,
+        body: { sub: user.id, name: 'Ada Lovelace', email: user.email },
+        cache: 'no-store',
+      });
+    }
+    const bare = await tokensFor('openid read:posts');
+    expect((await userinfo(bare.access_token)).json()).toEqual({ sub: user.id });
+  });
+
+  it('refuses a token without openid (403 insufficient_scope), an ID token and no token (401)', async () => {
+    const noOpenid = await tokensFor('read:posts');
+    const scoped = await userinfo(noOpenid.access_token);
+    expect({ status: scoped.statusCode, challenge: scoped.headers['www-authenticate'], error: scoped.json().error }).toEqual({
+      status: 403,
+      challenge: 'Bearer realm="portcullis", error="insufficient_scope", scope="openid"',
+      error: 'insufficient_scope',
+    });
+    const withId = await tokensFor('openid read:posts');
+    const idAsAccess = await userinfo(withId.id_token!);
+    expect({ status: idAsAccess.statusCode, challenge: idAsAccess.headers['www-authenticate'] }).toEqual({ status: 401, challenge: 'Bearer realm="portcullis", error="invalid_token"' });
+    const none = await app.oauth.app.inject({ method: 'GET', url: '/oauth/userinfo' });
+    expect({ status: none.statusCode, challenge: none.headers['www-authenticate'] }).toEqual({ status: 401, challenge: 'Bearer realm="portcullis"' });
+  });
+
+  it('introspects the client\'s own access and refresh tokens, and nothing of anyone else\'s', async () => {
+    const tokens = await tokensFor('openid offline_access read:posts');
+    const access = await introspect(tokens.access_token);
+    expect({ status: access.statusCode, cache: access.headers['cache-control'], body: access.json() }).toEqual({
+      status: 200,
+      cache: 'no-store',
+      body: {
+        active: true,
+        scope: 'openid offline_access read:posts',
+        client_id: web.client.clientId,
+        sub: user.id,
+        token_type: 'Bearer',
+        exp: expect.any(Number),
+        iat: expect.any(Number),
+        iss: app.config.issuer,
+        aud: app.config.issuer,
+        jti: expect.stringMatching(/^[0-9a-f]{32}$/),
+      },
+    });
+    expect((await introspect(tokens.refresh_token!, web, 'refresh_token')).json()).toEqual({
+      active: true,
+      scope: 'openid offline_access read:posts',
+      client_id: web.client.clientId,
+      sub: user.id,
+      token_type: 'refresh_token',
+      exp: expect.any(Number),
+      iat: expect.any(Number),
+      iss: app.config.issuer,
+    });
+    const stranger = await createWebClient(app.db, { name: 'Someone else' });
+    expect((await introspect(tokens.access_token, stranger)).json()).toEqual({ active: false });
+    expect((await introspect(tokens.refresh_token!, stranger)).json()).toEqual({ active: false });
+    expect((await introspect('not-a-token')).json()).toEqual({ active: false });
+  });
+
+  it('refuses introspection to a public client', async () => {
+    const native = await createWebClient(app.db, { type: 'public', secretHash: null, redirectUris: ['http://127.0.0.1/cb'] });
+    const reply = await app.oauth.app.inject({ method: 'POST', url: '/oauth/introspect', headers: FORM, payload: form({ token: 'x', client_id: native.client.clientId }) });
+    expectTokenError(reply, 401, 'invalid_client', 'Introspection is for confidential clients.');
+  });
+
+  it('revokes a refresh token with its whole grant: the family and the access tokens issued from it', async () => {
+    const tokens = await tokensFor('offline_access read:posts');
+    const rotated = expectTokens(await refresh(app, web, tokens.refresh_token!), { scope: 'offline_access read:posts', refreshToken: true, idToken: false });
+    const revoke = await app.oauth.app.inject({
+      method: 'POST',
+      url: '/oauth/revoke',
+      headers: { ...FORM, authorization: basic(web.client.clientId, web.secret) },
+      payload: form({ token: rotated.refresh_token!, token_type_hint: 'refresh_token' }),
+    });
+    expect({ status: revoke.statusCode, body: revoke.body }).toEqual({ status: 200, body: '' });
+    expect((await introspect(tokens.access_token)).json()).toEqual({ active: false });
+    expect((await introspect(rotated.access_token)).json()).toEqual({ active: false });
+    expectTokenError(await refresh(app, web, rotated.refresh_token!), 400, 'invalid_grant', 'The refresh token was revoked.');
+  });
+});

@@ -1,0 +1,132 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { UserRecord } from '../../../src/storage/users.js';
+import { DATABASE_KINDS } from '../../helpers/databases.js';
+import { createClient, type TestClient } from '../fixtures.js';
+import { form, FORM } from '../oauth-app.js';
+import { Browser, expectPageHeaders, hiddenInputs, pageAlert, pageHeading } from './browser.js';
+import { countRows, createUser, expectTokenError, expectTokens, openFlowApp, PASSWORD, type FlowApp } from './flow.js';
+
+const DEVICE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
+
+describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (kind) => {
+  let app: FlowApp;
+  let tv: TestClient;
+  let user: UserRecord;
+
+  beforeAll(async () => {
+    app = await openFlowApp(kind);
+    tv = await createClient(app.db, {
+      name: 'Living-room TV',
+      type: 'public',
+      secretHash: null,
+      grantTypes: [DEVICE_GRANT, 'refresh_token'],
+      scopes: ['read:posts', 'write:posts', 'offline_access'],
+      role: null,
+    });
+    user = await createUser(app.db);
+  });
+  afterAll(() => app.close());
+
+  const start = async (scope = 'read:posts write:posts offline_access') => {
+    const reply = await app.oauth.app.inject({ method: 'POST', url: '/oauth/device_authorization', headers: FORM, payload: form({ client_id: tv.client.clientId, scope }) });
+    expect(reply.statusCode, reply.body).toBe(200);
+    expect(reply.headers['cache-control']).toBe('no-store');
+    return reply.json() as { device_code: string; user_code: string; verification_uri: string; verification_uri_complete: string; expires_in: number; interval: number };
+  };
+  const poll = (deviceCode: string, client: TestClient = tv) =>
+    app.oauth.app.inject({ method: 'POST', url: '/oauth/token', headers: FORM, payload: form({ grant_type: DEVICE_GRANT, device_code: deviceCode, client_id: client.client.clientId }) });
+  /** The user's side: open the code's page, sign in, then answer the consent form. */
+  async function answer(userCode: string, decision: 'allow' | 'deny', scopes?: string[]) {
+    const browser = new Browser(app.oauth.app);
+    let page = await browser.visit(`/oauth/device?user_code=${encodeURIComponent(userCode)}`);
+    expect(pageHeading(page.body)).toBe('Sign in');
+    const login = hiddenInputs(page.body);
+    page = await browser.submit('/oauth/login', { ...login, email: user.email, password: PASSWORD });
+    expect({ status: page.statusCode, heading: pageHeading(page.body) }).toEqual({ status: 200, heading: 'Allow Living-room TV access?' });
+    expectPageHeaders(page);
+    const fields: [string, string][] = Object.entries(hiddenInputs(page.body));
+    for (const scope of scopes ?? ['read:posts', 'write:posts', 'offline_access']) fields.push(['scope', scope]);
+    fields.push(['decision', decision]);
+    return browser.submit('/oauth/device', fields);
+  }
+
+  it('issues the codes RFC 8628 §3.2 describes', async () => {
+    const started = await start();
+    expect(started).toEqual({
+      device_code: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
+      user_code: expect.stringMatching(/^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$/),
+      verification_uri: `${app.config.issuer}/oauth/device`,
+      verification_uri_complete: `${app.config.issuer}/oauth/device?user_code=${started.user_code}`,
+      expires_in: 600,
+      interval: 5,
+    });
+    // Stored as digests: neither the device code nor anything derived from it in clear.
+    const rows = await app.db.kysely.selectFrom('deviceCodes').selectAll().execute();
+    expect(JSON.stringify(rows)).not.toContain(started.device_code);
+  });
+
+  it('answers authorization_pending, then slow_down (+5 s) when polled too fast, then tokens once approved, once', async () => {
+    const started = await start();
+    expectTokenError(await poll(started.device_code), 400, 'authorization_pending', 'The user has not answered yet.');
+    expectTokenError(await poll(started.device_code), 400, 'slow_down', 'Poll at most every 10 seconds.');
+    expectTokenError(await poll(started.device_code), 400, 'slow_down', 'Poll at most every 15 seconds.');
+    const done = await answer(started.user_code.toLowerCase().replace('-', ''), 'allow', ['read:posts', 'offline_access']);
+    expect({ status: done.statusCode, heading: pageHeading(done.body) }).toEqual({ status: 200, heading: 'Device connected' });
+    const tokens = expectTokens(await poll(started.device_code), { scope: 'read:posts offline_access', refreshToken: true, idToken: false });
+    expect((await app.oauth.tokens.verifyAccessToken(tokens.access_token)).subject).toBe(user.id);
+    expectTokenError(await poll(started.device_code), 400, 'invalid_grant', 'The device code was already used.');
+  });
+
+  it('answers access_denied after the user denies, and issues nothing', async () => {
+    const started = await start();
+    const before = await countRows(app.db, 'accessTokens');
+    const done = await answer(started.user_code, 'deny');
+    expect(pageHeading(done.body)).toBe('Device not connected');
+    expectTokenError(await poll(started.device_code), 400, 'access_denied', 'The user denied the request.');
+    expect(await countRows(app.db, 'accessTokens')).toBe(before);
+  });
+
+  it('answers expired_token once the codes have expired, and the page no longer accepts the user code', async () => {
+    const started = await start();
+    await app.db.kysely.updateTable('deviceCodes').set({ expiresAt: new Date(Date.now() - 1000).toISOString() }).where('userCode', '=', started.user_code.replace('-', '')).execute();
+    expectTokenError(await poll(started.device_code), 400, 'expired_token', 'The device code has expired; start again.');
+    const page = await new Browser(app.oauth.app, '10.0.0.7').visit(`/oauth/device?user_code=${started.user_code}`);
+    expect({ status: page.statusCode, alert: pageAlert(page.body) }).toEqual({ status: 400, alert: 'That code is not valid or has expired. Check the code on your device.' });
+  });
+
+  it('refuses another client\'s device code and a client without the grant', async () => {
+    const started = await start();
+    const other = await createClient(app.db, { type: 'public', secretHash: null, grantTypes: [DEVICE_GRANT], scopes: ['read:posts'], role: null });
+    expectTokenError(await poll(started.device_code, other), 400, 'invalid_grant', 'The device code is not valid.');
+    const web = await createClient(app.db, { type: 'public', secretHash: null, grantTypes: ['authorization_code'], redirectUris: ['http://127.0.0.1/cb'], scopes: ['read:posts'], role: null });
+    const refused = await app.oauth.app.inject({ method: 'POST', url: '/oauth/device_authorization', headers: FORM, payload: form({ client_id: web.client.clientId }) });
+    expectTokenError(refused, 400, 'unauthorized_client', 'The client may not use the device authorization grant.');
+    const widened = await app.oauth.app.inject({ method: 'POST', url: '/oauth/device_authorization', headers: FORM, payload: form({ client_id: tv.client.clientId, scope: 'read:users' }) });
+    expectTokenError(widened, 400, 'invalid_scope', 'The client may not request: read:users.');
+  });
+
+  it('throttles user-code guessing per address: after 30 wrong codes even a right one is refused with 429', async () => {
+    const started = await start();
+    const guesser = new Browser(app.oauth.app, '10.9.9.9');
+    for (let i = 0; i < 30; i++) {
+      const wrong = await guesser.visit('/oauth/device?user_code=BCDF-BCDF');
+      expect(wrong.statusCode).toBe(400);
+    }
+    const right = await guesser.visit(`/oauth/device?user_code=${started.user_code}`);
+    expect({ status: right.statusCode, retryAfter: Number(right.headers['retry-after']) > 0 }).toEqual({ status: 429, retryAfter: true });
+    // Another address is not affected.
+    const elsewhere = await new Browser(app.oauth.app, '10.9.9.10').visit(`/oauth/device?user_code=${started.user_code}`);
+    expect(pageHeading(elsewhere.body)).toBe('Sign in');
+  });
+
+  it('refuses a consent form without its CSRF token, recording nothing', async () => {
+    const started = await start();
+    const browser = new Browser(app.oauth.app);
+    const login = await browser.visit(`/oauth/device?user_code=${started.user_code}`);
+    const consent = await browser.submit('/oauth/login', { ...hiddenInputs(login.body), email: user.email, password: PASSWORD });
+    const fields = hiddenInputs(consent.body);
+    const forged = await browser.submit('/oauth/device', { user_code: fields.user_code!, scope: 'read:posts', decision: 'allow' });
+    expect(forged.statusCode).toBe(403);
+    expectTokenError(await poll(started.device_code), 400, 'authorization_pending', 'The user has not answered yet.');
+  });
+});
