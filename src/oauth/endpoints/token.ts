@@ -135,6 +135,9 @@ export function registerTokenEndpoint(scope: FastifyInstance, deps: TokenEndpoin
       issued = await grant({ client, params, deps, address: request.ip, now: (deps.clock ?? Date.now)() });
     } catch (error) {
       if (error instanceof GrantReuseError) {
+        // The rows are revoked; what this process verified and cached of the grant must go now too, not
+        // when the invalidation feed comes round (the revocation endpoint evicts at once the same way).
+        deps.tokens.evictGrant(error.grantId);
         decided({ subject: error.userId, clientId: client.clientId, resourceType: 'grant', resourceId: error.grantId, decision: 'deny', reason: 'reuse' });
       } else {
         const reason = error instanceof OAuthError ? REFUSALS[error.error] : undefined;
