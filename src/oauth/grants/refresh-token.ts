@@ -6,7 +6,7 @@ import { findUserById } from '../../storage/users.js';
 import { OAuthError } from '../oauth-error.js';
 import { checkScopesAllowed, parseScope } from '../scope-parameter.js';
 import { digestSecret } from '../secrets.js';
-import { revokeGrant } from '../tokens/access-token-records.js';
+import { revokeReplayedGrant } from '../tokens/access-token-records.js';
 import { REFRESH_TOKEN, type UserGrant } from '../tokens/user-tokens.js';
 import { GrantReuseError } from './grant-reuse-error.js';
 
@@ -32,7 +32,7 @@ export async function grantRefreshToken(
   if (Date.parse(row.expiresAt) <= now) throw new OAuthError('invalid_grant', 'The refresh token has expired.');
   const nowIso = new Date(now).toISOString();
   const replayed = async (): Promise<never> => {
-    await db.transaction().execute((trx) => revokeGrant(trx, row.familyId, nowIso));
+    await revokeReplayedGrant(db, row.familyId, nowIso);
     throw new GrantReuseError(row.familyId, row.userId, 'The refresh token was already used; its family is revoked.');
   };
   if (row.rotatedAt !== null) await replayed();
