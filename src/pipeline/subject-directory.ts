@@ -71,8 +71,10 @@ export class SubjectDirectory {
 
   async #loadClient(clientId: string): Promise<SubjectStatus | null> {
     const row = await this.db.selectFrom('clients').select(['id', 'role', 'scopes']).where('clientId', '=', clientId).executeTakeFirst();
-    // A client without a role cannot act on its own behalf: tokens naming it as their subject are refused.
-    if (!row || row.role === null) return null;
-    return { id: row.id, role: row.role, active: true, scopes: new Set(JSON.parse(row.scopes) as string[]) };
+    if (!row) return null;
+    // A client without a role cannot act on its own behalf: as a token's subject it is inactive, and tokens
+    // naming it as their subject are refused. The tokens its users granted it stand (an inactive subject's
+    // role is never read).
+    return { id: row.id, role: row.role ?? '', active: row.role !== null, scopes: new Set(JSON.parse(row.scopes) as string[]) };
   }
 }
