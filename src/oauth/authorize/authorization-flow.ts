@@ -26,7 +26,9 @@ export async function advanceAuthorization(deps: PageDeps, state: AuthorizationS
   const issuer = deps.config.issuer;
   const now = deps.clock();
   const signedInHere = state.interaction?.params.kind === 'authorize' && state.interaction.params.signedInAt !== undefined;
-  const tooOld = signedIn !== null && request.maxAge !== null && Math.floor(now / 1000) - signedIn.authTime > request.maxAge;
+  // Times are whole seconds, so a sign-in in this very second has an elapsed time of 0: `>=` makes max_age=0
+  // ask again as OpenID Connect intends (it is prompt=login), rather than only from the next second on.
+  const tooOld = signedIn !== null && request.maxAge !== null && Math.floor(now / 1000) - signedIn.authTime >= request.maxAge;
   const mustSignIn = signedIn === null || (!signedInHere && (request.prompt.includes('login') || tooOld));
   if (mustSignIn) {
     // OpenID Connect Core §3.1.2.6: with prompt=none the answer is an error, never a page.

@@ -20,6 +20,8 @@ import { grantDeviceCode } from '../grants/device-code.js';
 import { DEVICE_CODE } from '../device/device-authorization.js';
 import { grantRefreshToken } from '../grants/refresh-token.js';
 import { issueUserTokens, REFRESH_TOKEN, type UserGrant, type UserTokenDeps } from '../tokens/user-tokens.js';
+import { revokeGrant } from '../tokens/access-token-records.js';
+import { hasInvalidationSince } from '../../storage/invalidations.js';
 
 export interface TokenEndpointDeps {
   db: Db;
@@ -61,24 +63,41 @@ function userTokenDeps(deps: TokenEndpointDeps): UserTokenDeps {
   };
 }
 
-async function issueFor(deps: TokenEndpointDeps, grant: UserGrant): Promise<Issued> {
+async function issueFor(deps: TokenEndpointDeps, grant: UserGrant, now: number): Promise<Issued> {
   const issued = await issueUserTokens(userTokenDeps(deps), grant);
+  await coverConcurrentRevocation(deps, grant.grantId, now);
   return { ...issued, subject: grant.userId };
+}
+
+/** How far back a revocation by another instance is looked for: more than any clock skew between them. */
+const REVOCATION_LOOKBACK_MS = 60_000;
+
+/**
+ * Of two concurrent uses of one code or refresh token, the loser revokes the grant (RFC 9700 §4.14.2), and
+ * may do so before the winner has written its tokens, which the revocation then misses. Once they are
+ * written, the winner looks for the invalidation the loser records first (revokeReplayedGrant) and, if
+ * there is one, revokes again to cover them too.
+ */
+async function coverConcurrentRevocation(deps: TokenEndpointDeps, grantId: string, now: number): Promise<void> {
+  const db = deps.db.kysely;
+  if (!(await hasInvalidationSince(db, 'grant', grantId, new Date(now - REVOCATION_LOOKBACK_MS).toISOString()))) return;
+  await db.transaction().execute((trx) => revokeGrant(trx, grantId, new Date((deps.clock ?? Date.now)()).toISOString()));
+  deps.tokens.evictGrant(grantId);
 }
 
 /** The grants this server implements, by `grant_type` (RFC 6749 §4, RFC 8628 §3.4). Discovery lists the same keys. */
 const GRANTS: Readonly<Record<ServedGrantType, (request: GrantRequest) => Promise<Issued>>> = {
-  [AUTHORIZATION_CODE]: async ({ client, params, deps, now }) => issueFor(deps, await grantAuthorizationCode(deps.db.kysely, client, params, now)),
-  [REFRESH_TOKEN]: async ({ client, params, deps, now }) => issueFor(deps, await grantRefreshToken(deps.db.kysely, client, params, now)),
+  [AUTHORIZATION_CODE]: async ({ client, params, deps, now }) => issueFor(deps, await grantAuthorizationCode(deps.db.kysely, client, params, now), now),
+  [REFRESH_TOKEN]: async ({ client, params, deps, now }) => issueFor(deps, await grantRefreshToken(deps.db.kysely, client, params, now), now),
   [CLIENT_CREDENTIALS]: async ({ client, params, deps }) => {
     const grant = grantClientCredentials(client, params);
     const access = await deps.tokens.issueAccessToken({ client, ...grant, grantType: CLIENT_CREDENTIALS });
     return { access, refreshToken: null, idToken: null, subject: grant.subject };
   },
-  [DEVICE_CODE]: async ({ client, params, deps, now }) => issueFor(deps, await grantDeviceCode(deps.db.kysely, client, params, now)),
+  [DEVICE_CODE]: async ({ client, params, deps, now }) => issueFor(deps, await grantDeviceCode(deps.db.kysely, client, params, now), now),
   [PASSWORD]: async ({ client, params, deps, address, now }) => {
     const context = { db: deps.db.kysely, enabled: deps.config.signIn.passwordGrant, throttle: deps.throttle, address, now };
-    return issueFor(deps, await grantPassword(context, client, params));
+    return issueFor(deps, await grantPassword(context, client, params), now);
   },
 };
 
@@ -139,6 +158,9 @@ export function registerTokenEndpoint(scope: FastifyInstance, deps: TokenEndpoin
       issued = await grant({ client, params, deps, address: request.ip, now: (deps.clock ?? Date.now)() });
     } catch (error) {
       if (error instanceof GrantReuseError) {
+        // The rows are revoked; what this process verified and cached of the grant must go now too, not
+        // when the invalidation feed comes round (the revocation endpoint evicts at once the same way).
+        deps.tokens.evictGrant(error.grantId);
         decided({ subject: error.userId, clientId: client.clientId, resourceType: 'grant', resourceId: error.grantId, decision: 'deny', reason: 'reuse' });
       } else {
         const reason = error instanceof OAuthError ? REFUSALS[error.error] : undefined;

@@ -7,7 +7,7 @@ import { AUTHORIZATION_CODE } from '../authorize/authorization-request.js';
 import { OAuthError } from '../oauth-error.js';
 import { checkPkce } from '../pkce.js';
 import { digestSecret } from '../secrets.js';
-import { revokeGrant } from '../tokens/access-token-records.js';
+import { revokeReplayedGrant } from '../tokens/access-token-records.js';
 import type { UserGrant } from '../tokens/user-tokens.js';
 import { GrantReuseError } from './grant-reuse-error.js';
 
@@ -34,7 +34,7 @@ export async function grantAuthorizationCode(
   if (!row || row.clientRegistrationId !== client.id) throw new OAuthError('invalid_grant', 'The code is not valid.');
   const nowIso = new Date(now).toISOString();
   if (!(await redeemAuthorizationCode(db, codeHash, nowIso))) {
-    await db.transaction().execute((trx) => revokeGrant(trx, row.grantId, nowIso));
+    await revokeReplayedGrant(db, row.grantId, nowIso);
     throw new GrantReuseError(row.grantId, row.userId, 'The code was already used; the tokens issued for it are revoked.');
   }
   // Redeemed (burnt) from here: a wrong verifier or redirect_uri does not leave the code open to more guesses.

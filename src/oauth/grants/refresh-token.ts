@@ -6,7 +6,7 @@ import { findUserById } from '../../storage/users.js';
 import { OAuthError } from '../oauth-error.js';
 import { checkScopesAllowed, parseScope } from '../scope-parameter.js';
 import { digestSecret } from '../secrets.js';
-import { revokeGrant } from '../tokens/access-token-records.js';
+import { revokeReplayedGrant } from '../tokens/access-token-records.js';
 import { REFRESH_TOKEN, type UserGrant } from '../tokens/user-tokens.js';
 import { GrantReuseError } from './grant-reuse-error.js';
 
@@ -31,20 +31,23 @@ export async function grantRefreshToken(
   if (row.revokedAt !== null) throw new OAuthError('invalid_grant', 'The refresh token was revoked.');
   if (Date.parse(row.expiresAt) <= now) throw new OAuthError('invalid_grant', 'The refresh token has expired.');
   const nowIso = new Date(now).toISOString();
-  if (row.rotatedAt !== null || !(await rotateRefreshToken(db, tokenHash, nowIso))) {
-    await db.transaction().execute((trx) => revokeGrant(trx, row.familyId, nowIso));
+  const replayed = async (): Promise<never> => {
+    await revokeReplayedGrant(db, row.familyId, nowIso);
     throw new GrantReuseError(row.familyId, row.userId, 'The refresh token was already used; its family is revoked.');
-  }
-  const user = await findUserById(db, row.userId);
-  if (!user || !user.active) throw new OAuthError('invalid_grant', 'The user can no longer sign in.');
+  };
+  if (row.rotatedAt !== null) await replayed();
   // The family keeps its scopes; this access token may have fewer (§6: never more), and the client's
-  // registration may have lost some since.
+  // registration may have lost some since. Checked before rotating: a refused request does not use up the
+  // token, or the client's next, correct request would count as a replay and end the family.
   const familyScopes = row.scopes.split(' ').filter((scope) => client.scopes.includes(scope));
   let scopes = familyScopes;
   if (params.scope !== undefined) {
     scopes = parseScope(params.scope);
     checkScopesAllowed(scopes, familyScopes, 'The refresh token');
   }
+  if (!(await rotateRefreshToken(db, tokenHash, nowIso))) await replayed();
+  const user = await findUserById(db, row.userId);
+  if (!user || !user.active) throw new OAuthError('invalid_grant', 'The user can no longer sign in.');
   return {
     client,
     userId: row.userId,

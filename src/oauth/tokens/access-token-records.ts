@@ -47,6 +47,17 @@ export async function revokeGrant(db: Kysely<Database>, grantId: string, revoked
   await recordInvalidation(db, 'grant', grantId);
 }
 
+/**
+ * Ends a grant whose code or refresh token was presented again. A concurrent request that won the same
+ * code or token may still be writing its tokens, which the revocation would miss: the invalidation is
+ * recorded first, on its own, so that either the winner finds it after writing (and revokes again) or the
+ * revocation starts after the winner's tokens exist.
+ */
+export async function revokeReplayedGrant(db: Kysely<Database>, grantId: string, revokedAt: string): Promise<void> {
+  await recordInvalidation(db, 'grant', grantId);
+  await db.transaction().execute((trx) => revokeGrant(trx, grantId, revokedAt));
+}
+
 /** Revokes every live token issued on a user's behalf (deactivation, deletion, password reset). */
 export async function revokeUserTokens(db: Kysely<Database>, userId: string, revokedAt: string): Promise<number> {
   const result = await db

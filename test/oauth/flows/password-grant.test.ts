@@ -1,0 +1,149 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { UserRecord } from '../../../src/storage/users.js';
+import { DATABASE_KINDS } from '../../helpers/databases.js';
+import { createClient, type TestClient } from '../fixtures.js';
+import { countRows, createUser, expectTokenError, expectTokens, openFlowApp, PASSWORD, refresh, tokenRequest, type FlowApp } from './flow.js';
+
+const WRONG = 'The username or password is wrong.';
+
+function createLegacyClient(t: FlowApp, overrides: Parameters<typeof createClient>[1] = {}): Promise<TestClient> {
+  return createClient(t.db, { name: 'Legacy app', legacy: true, grantTypes: ['password', 'refresh_token'], scopes: ['read:posts', 'write:posts'], role: null, ...overrides });
+}
+
+function passwordGrant(t: FlowApp, client: TestClient, params: Record<string, string>) {
+  return tokenRequest(t, client, { grant_type: 'password', ...params });
+}
+
+describe.each(DATABASE_KINDS)('the password grant on %s', (kind) => {
+  describe('by default', () => {
+    let t: FlowApp;
+    let legacy: TestClient;
+    let user: UserRecord;
+
+    beforeAll(async () => {
+      t = await openFlowApp(kind);
+      legacy = await createLegacyClient(t);
+      user = await createUser(t.db);
+    });
+    afterAll(async () => {
+      await t.close();
+    });
+
+    it('is not offered, not even to a legacy client', async () => {
+      const reply = await passwordGrant(t, legacy, { username: user.email, password: PASSWORD });
+      expectTokenError(reply, 400, 'unsupported_grant_type', 'The grant_type is not supported by this server.');
+      expect(await countRows(t.db, 'accessTokens')).toBe(0);
+    });
+
+    it('is not listed in the metadata', async () => {
+      const metadata = await t.oauth.app.inject({ method: 'GET', url: '/.well-known/oauth-authorization-server' });
+      expect(metadata.json().grant_types_supported).not.toContain('password');
+    });
+  });
+
+  describe('with OAUTH_PASSWORD_GRANT=enabled', () => {
+    let t: FlowApp;
+    let legacy: TestClient;
+    let user: UserRecord;
+
+    beforeAll(async () => {
+      t = await openFlowApp(kind, { OAUTH_PASSWORD_GRANT: 'enabled' });
+      legacy = await createLegacyClient(t);
+      user = await createUser(t.db);
+    });
+    afterAll(async () => {
+      await t.close();
+    });
+
+    it('is listed in the metadata', async () => {
+      const metadata = await t.oauth.app.inject({ method: 'GET', url: '/.well-known/oauth-authorization-server' });
+      expect(metadata.json().grant_types_supported).toContain('password');
+    });
+
+    it('issues tokens to a legacy client for the user’s password', async () => {
+      const reply = await passwordGrant(t, legacy, { username: user.email, password: PASSWORD });
+      const body = expectTokens(reply, { scope: 'read:posts write:posts', refreshToken: true, idToken: false });
+      const verified = await t.oauth.tokens.verifyAccessToken(body.access_token);
+      expect(verified).toMatchObject({ clientId: legacy.client.clientId, subject: user.id, subjectType: 'user', scopes: ['read:posts', 'write:posts'], grantType: 'password' });
+      expect(t.oauth.decisions).toContainEqual({
+        requestId: expect.any(String),
+        interface: 'oauth',
+        operation: 'token',
+        sourceAddress: '127.0.0.1',
+        subject: user.id,
+        clientId: legacy.client.clientId,
+        resourceType: 'token',
+        resourceId: verified.jti,
+        decision: 'allow',
+        reason: 'granted',
+        scopes: 'read:posts write:posts',
+      });
+      expectTokens(await refresh(t, legacy, body.refresh_token!), { scope: 'read:posts write:posts', refreshToken: true, idToken: false });
+    });
+
+    it('issues the scope asked for, and refuses one the client may not have', async () => {
+      expectTokens(await passwordGrant(t, legacy, { username: user.email, password: PASSWORD, scope: 'read:posts' }), { scope: 'read:posts', refreshToken: true, idToken: false });
+      const reply = await passwordGrant(t, legacy, { username: user.email, password: PASSWORD, scope: 'read:users' });
+      expectTokenError(reply, 400, 'invalid_scope', 'The client may not request: read:users.');
+    });
+
+    it('refuses a client that is not marked legacy, though registered for the grant', async () => {
+      const modern = await createLegacyClient(t, { legacy: false });
+      const before = await countRows(t.db, 'accessTokens');
+      const reply = await passwordGrant(t, modern, { username: user.email, password: PASSWORD });
+      expectTokenError(reply, 400, 'unauthorized_client', 'The password grant is not available to this client.');
+      expect(await countRows(t.db, 'accessTokens')).toBe(before);
+    });
+
+    it('refuses a legacy client not registered for the grant', async () => {
+      const other = await createLegacyClient(t, { grantTypes: ['authorization_code'] });
+      const reply = await passwordGrant(t, other, { username: user.email, password: PASSWORD });
+      expectTokenError(reply, 400, 'unauthorized_client', 'The password grant is not available to this client.');
+    });
+
+    it('refuses a wrong password and an unknown username alike, issuing nothing', async () => {
+      const before = await countRows(t.db, 'accessTokens');
+      expectTokenError(await passwordGrant(t, legacy, { username: user.email, password: 'not the password' }), 400, 'invalid_grant', WRONG);
+      expectTokenError(await passwordGrant(t, legacy, { username: 'nobody@example.com', password: PASSWORD }), 400, 'invalid_grant', WRONG);
+      expect(await countRows(t.db, 'accessTokens')).toBe(before);
+      expect(t.oauth.decisions.at(-1)).toEqual({
+        requestId: expect.any(String),
+        sourceAddress: '127.0.0.1',
+        interface: 'oauth',
+        operation: 'token',
+        subject: null,
+        clientId: legacy.client.clientId,
+        resourceType: null,
+        resourceId: null,
+        decision: 'deny',
+        reason: 'grant',
+      });
+    });
+
+    it('refuses a deactivated user', async () => {
+      const inactive = await createUser(t.db, { active: false });
+      expectTokenError(await passwordGrant(t, legacy, { username: inactive.email, password: PASSWORD }), 400, 'invalid_grant', WRONG);
+    });
+
+    it('requires username and password', async () => {
+      expectTokenError(await passwordGrant(t, legacy, { username: user.email }), 400, 'invalid_request', 'username and password are required.');
+      expectTokenError(await passwordGrant(t, legacy, { password: PASSWORD }), 400, 'invalid_request', 'username and password are required.');
+    });
+
+    it('refuses the sixth attempt after five failures, even with the right password, with Retry-After', async () => {
+      const target = await createUser(t.db);
+      const guesses = await Promise.all([1, 2, 3, 4, 5].map((i) => passwordGrant(t, legacy, { username: target.email, password: `guess ${i}` })));
+      for (const guess of guesses) expectTokenError(guess, 400, 'invalid_grant', WRONG);
+      const before = await countRows(t.db, 'accessTokens');
+      const refused = await passwordGrant(t, legacy, { username: target.email, password: PASSWORD });
+      expect(refused.statusCode).toBe(400);
+      const retryAfter = Number(refused.headers['retry-after']);
+      expect(retryAfter).toBeGreaterThan(890);
+      expect(retryAfter).toBeLessThanOrEqual(900);
+      expect(refused.json()).toEqual({ error: 'invalid_grant', error_description: `Too many failed sign-ins; retry in ${retryAfter} s.` });
+      expect(await countRows(t.db, 'accessTokens')).toBe(before);
+      // Another account is not affected.
+      expectTokens(await passwordGrant(t, legacy, { username: user.email, password: PASSWORD }), { scope: 'read:posts write:posts', refreshToken: true, idToken: false });
+    });
+  });
+});
