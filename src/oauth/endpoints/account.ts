@@ -4,14 +4,13 @@ import { updatePasswordHash } from '../../storage/users.js';
 import type { PageDeps } from '../browser/page-deps.js';
 import { browserBinding, type SignedIn } from '../browser/sign-in-sessions.js';
 import { accountPage } from '../pages/account-page.js';
-import { errorPage } from '../pages/error-page.js';
+import { FORM_EXPIRED } from '../pages/error-page.js';
 import { signedOutPage } from '../pages/logout-pages.js';
 import { hashPassword } from '../passwords.js';
 import { revokeUserClientTokens, revokeUserTokens } from '../tokens/access-token-records.js';
 import { verifyUserCredentials } from '../user-credentials.js';
 import { redirect, requestParams, sendPage, singleParam } from './page-reply.js';
 
-const FORGED = errorPage(403, 'Form expired', 'The form could not be verified. Reload the page and try again.');
 const CONTROL = /[\u0000-\u001f\u007f]/;
 
 /**
@@ -29,7 +28,7 @@ export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): vo
   scope.post('/oauth/account/password', async (request, reply) => {
     const form = requestParams(request);
     const context = await formContext(deps, request.headers.cookie, form, 'account:password');
-    if (!context) return sendPage(reply, FORGED);
+    if (!context) return sendPage(reply, FORM_EXPIRED);
     const { signedIn } = context;
     const current = singleParam(form, 'current_password') ?? '';
     const next = singleParam(form, 'new_password') ?? '';
@@ -61,7 +60,7 @@ export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): vo
   scope.post('/oauth/account/applications/revoke', async (request, reply) => {
     const form = requestParams(request);
     const context = await formContext(deps, request.headers.cookie, form, 'account:revoke');
-    if (!context) return sendPage(reply, FORGED);
+    if (!context) return sendPage(reply, FORM_EXPIRED);
     const { signedIn } = context;
     const application = singleParam(form, 'application') ?? '';
     const now = new Date(deps.clock()).toISOString();
@@ -79,7 +78,7 @@ export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): vo
 
   scope.post('/oauth/account/sign-out-everywhere', async (request, reply) => {
     const context = await formContext(deps, request.headers.cookie, requestParams(request), 'account:everywhere');
-    if (!context) return sendPage(reply, FORGED);
+    if (!context) return sendPage(reply, FORM_EXPIRED);
     const { signedIn } = context;
     await deps.db.transaction().execute((trx) => revokeUserTokens(trx, signedIn.user.id, new Date(deps.clock()).toISOString()));
     deps.forgetUser(signedIn.user.id);

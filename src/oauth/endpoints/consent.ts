@@ -5,13 +5,12 @@ import { errorRedirect } from '../authorize/issue-code.js';
 import type { PageDeps } from '../browser/page-deps.js';
 import { browserBinding } from '../browser/sign-in-sessions.js';
 import { consentPage } from '../pages/consent-page.js';
-import { errorPage } from '../pages/error-page.js';
+import { errorPage, FORM_EXPIRED } from '../pages/error-page.js';
 import { originOf } from '../pages/html.js';
 import { findClientByClientId } from '../../storage/clients.js';
 import { redirect, requestParams, sendPage, singleParam } from './page-reply.js';
 
 const EXPIRED = errorPage(400, 'Request expired', 'This authorization request has expired, was answered already, or was opened in another browser. Return to the application and start again.');
-const FORGED = errorPage(403, 'Form expired', 'The form could not be verified. Reload the page and try again.');
 
 /**
  * GET /oauth/consent lists each requested scope with its description (seed, OAuth security rule 6: the
@@ -47,7 +46,7 @@ export function registerConsentPage(scope: FastifyInstance, deps: PageDeps): voi
     const browser = binding.setCookie === null ? binding.browser : null;
     const interaction = await deps.interactions.open(singleParam(form, 'interaction'), browser);
     if (!interaction || interaction.params.kind !== 'authorize') return sendPage(reply, EXPIRED);
-    if (!deps.csrf.verify(singleParam(form, 'csrf_token'), browser, `consent:${interaction.id}`)) return sendPage(reply, FORGED);
+    if (!deps.csrf.verify(singleParam(form, 'csrf_token'), browser, `consent:${interaction.id}`)) return sendPage(reply, FORM_EXPIRED);
     const signedIn = await deps.sessions.current(request.headers.cookie);
     if (!signedIn) return redirect(reply, `/oauth/login?interaction=${interaction.id}`);
     const { request: authorization } = interaction.params;
@@ -57,7 +56,8 @@ export function registerConsentPage(scope: FastifyInstance, deps: PageDeps): voi
     const allowed = authorization.scopes.filter((name) => ticked.has(name));
     const page = { requestId: request.id, address: request.ip };
     const decided = singleParam(form, 'decision');
-    if (decided !== 'allow' || allowed.length === 0) {
+    // The user's answer, with the scopes it was about (those declined, or those allowed).
+    const recordConsent = (decision: 'allow' | 'deny', scopes: readonly string[]) =>
       deps.audit.record({
         requestId: page.requestId,
         interface: 'oauth',
@@ -66,10 +66,12 @@ export function registerConsentPage(scope: FastifyInstance, deps: PageDeps): voi
         clientId: authorization.clientId,
         resourceType: null,
         resourceId: null,
-        decision: 'deny',
-        reason: 'consent',
-        scopes: authorization.scopes.join(' '),
+        decision,
+        reason: decision === 'allow' ? 'granted' : 'consent',
+        scopes: scopes.join(' '),
       });
+    if (decided !== 'allow' || allowed.length === 0) {
+      recordConsent('deny', authorization.scopes);
       const location = errorRedirect(authorization.redirectUri, deps.config.issuer, 'access_denied', 'The user denied the request.', authorization.state);
       return redirect(reply, location);
     }
@@ -80,18 +82,7 @@ export function registerConsentPage(scope: FastifyInstance, deps: PageDeps): voi
       scopes: [...allowed].sort().join(' '),
       grantedAt: new Date(deps.clock()).toISOString(),
     });
-    deps.audit.record({
-      requestId: page.requestId,
-      interface: 'oauth',
-      operation: 'consent',
-      subject: signedIn.user.id,
-      clientId: authorization.clientId,
-      resourceType: null,
-      resourceId: null,
-      decision: 'allow',
-      reason: 'granted',
-      scopes: allowed.join(' '),
-    });
+    recordConsent('allow', allowed);
     return redirect(reply, await codeRedirect(deps, authorization, signedIn, allowed, page));
   });
 }

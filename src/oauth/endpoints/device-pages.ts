@@ -6,11 +6,10 @@ import { browserBinding } from '../browser/sign-in-sessions.js';
 import { displayUserCode, normalizeUserCode } from '../device/user-code.js';
 import { consentPage } from '../pages/consent-page.js';
 import { deviceDonePage, deviceEntryPage } from '../pages/device-pages.js';
-import { errorPage } from '../pages/error-page.js';
+import { FORM_EXPIRED } from '../pages/error-page.js';
 import { redirect, requestParams, sendPage, singleParam } from './page-reply.js';
 
 const UNKNOWN = 'That code is not valid or has expired. Check the code on your device.';
-const FORGED = errorPage(403, 'Form expired', 'The form could not be verified. Reload the page and try again.');
 
 /**
  * The device flow's user side (RFC 8628 §3.3): GET /oauth/device asks for the code (or takes it from
@@ -56,7 +55,7 @@ export function registerDevicePages(scope: FastifyInstance, deps: PageDeps): voi
     const code = normalizeUserCode(singleParam(form, 'user_code') ?? '');
     const binding = browserBinding(deps.jar, request.headers.cookie);
     const browser = binding.setCookie === null ? binding.browser : null;
-    if (code === null || !deps.csrf.verify(singleParam(form, 'csrf_token'), browser, `device:${code}`)) return sendPage(reply, FORGED);
+    if (code === null || !deps.csrf.verify(singleParam(form, 'csrf_token'), browser, `device:${code}`)) return sendPage(reply, FORM_EXPIRED);
     const signedIn = await deps.sessions.current(request.headers.cookie);
     if (!signedIn) return redirect(reply, `/oauth/login?user_code=${displayUserCode(code)}`);
     const row = await findDeviceCodeByUserCode(deps.db, code);

@@ -4,14 +4,13 @@ import { advanceAuthorization } from '../authorize/authorization-flow.js';
 import type { OpenInteraction } from '../browser/interaction-store.js';
 import type { PageDeps, PageRequest } from '../browser/page-deps.js';
 import { browserBinding, type SignedIn } from '../browser/sign-in-sessions.js';
-import { errorPage } from '../pages/error-page.js';
+import { errorPage, FORM_EXPIRED } from '../pages/error-page.js';
 import { originOf } from '../pages/html.js';
 import { loginPage } from '../pages/login-page.js';
 import { verifyUserCredentials } from '../user-credentials.js';
 import { redirect, requestParams, sendPage, singleParam } from './page-reply.js';
 
 const EXPIRED = errorPage(400, 'Sign-in expired', 'This sign-in page has expired or was opened in another browser. Return to the application and start again.');
-const FORGED = errorPage(403, 'Form expired', 'The form could not be verified. Reload the page and try again.');
 const MAX_FIELD = 1024;
 
 /**
@@ -37,7 +36,7 @@ export function registerLoginPage(scope: FastifyInstance, deps: PageDeps): void 
     const id = singleParam(form, 'interaction');
     const interaction = id === undefined ? unstored(form) : await deps.interactions.open(id, browser);
     if (!interaction) return sendPage(reply, EXPIRED);
-    if (!deps.csrf.verify(singleParam(form, 'csrf_token'), browser, `login:${interaction.id || 'account'}`)) return sendPage(reply, FORGED);
+    if (!deps.csrf.verify(singleParam(form, 'csrf_token'), browser, `login:${interaction.id || 'account'}`)) return sendPage(reply, FORM_EXPIRED);
     const email = (singleParam(form, 'email') ?? '').slice(0, MAX_FIELD);
     const password = singleParam(form, 'password') ?? '';
     const page: PageRequest = { requestId: request.id, address: request.ip };

@@ -5,13 +5,12 @@ import type { SigningAlg } from '../keys/key-store.js';
 import type { KeyStore } from '../keys/key-store.js';
 import type { PageDeps } from '../browser/page-deps.js';
 import { browserBinding } from '../browser/sign-in-sessions.js';
-import { errorPage } from '../pages/error-page.js';
+import { errorPage, FORM_EXPIRED } from '../pages/error-page.js';
 import { originOf } from '../pages/html.js';
 import { logoutConfirmPage, signedOutPage } from '../pages/logout-pages.js';
 import { withQuery } from '../redirect-uri.js';
 import { redirect, requestParams, sendPage, singleParam } from './page-reply.js';
 
-const FORGED = errorPage(403, 'Form expired', 'The form could not be verified. Reload the page and try again.');
 
 class LogoutRequestError extends Error {}
 
@@ -58,7 +57,7 @@ export function registerLogoutEndpoint(scope: FastifyInstance, deps: PageDeps & 
           [binding.setCookie],
         );
       }
-      if (binding.setCookie !== null || !deps.csrf.verify(singleParam(params, 'csrf_token'), binding.browser, 'logout')) return sendPage(reply, FORGED);
+      if (binding.setCookie !== null || !deps.csrf.verify(singleParam(params, 'csrf_token'), binding.browser, 'logout')) return sendPage(reply, FORM_EXPIRED);
       const signedIn = await deps.sessions.current(request.headers.cookie);
       const cleared = await deps.sessions.end(signedIn?.sessionId ?? null);
       if (signedIn) {

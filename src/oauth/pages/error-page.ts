@@ -12,3 +12,6 @@ export function errorPage(status: number, title: string, message: string): Page 
 <p>Return to the application you came from and try again.</p>`,
   );
 }
+
+/** A form whose CSRF token does not verify for this browser: nothing it asked for is done. */
+export const FORM_EXPIRED = errorPage(403, 'Form expired', 'The form could not be verified. Reload the page and try again.');
