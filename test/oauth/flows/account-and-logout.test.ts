@@ -84,7 +84,8 @@ describe.each(DATABASE_KINDS)('account page and sign-out on %s', (kind) => {
     // The other browser's session ended; this one got a fresh session and stays signed in.
     expect((await elsewhere.browser.get('/oauth/account')).statusCode).toBe(303);
     expect((await browser.get('/oauth/account')).statusCode).toBe(200);
-  });
+    // Five password checks and a new hash, each a deliberately slow scrypt.
+  }, 90_000);
 
   it('withdraws consent for one application, ending its tokens, and asks again next time', async () => {
     const user = await createUser(app.db);
