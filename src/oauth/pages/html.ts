@@ -34,7 +34,7 @@ export function html(strings: TemplateStringsArray, ...values: Interpolated[]): 
 
 const STYLE = `
 body{font:16px/1.5 system-ui,sans-serif;margin:0;background:#f4f5f7;color:#1d2330}
-main{max-width:28rem;margin:3rem auto;background:#fff;padding:2rem;border-radius:8px;box-shadow:0 1px 3px #0002}
+main{max-width:28rem;margin:3rem auto;background:#fff;padding:2rem;border-radius:8px;box-shadow:0 1px 3px #0002;overflow-wrap:anywhere}
 h1{font-size:1.4rem;margin-top:0}
 label{display:block;margin:.8rem 0 .2rem;font-weight:600}
 input[type=email],input[type=password],input[type=text]{width:100%;box-sizing:border-box;padding:.5rem;font-size:1rem;border:1px solid #8a93a6;border-radius:4px}
