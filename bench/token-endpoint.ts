@@ -6,18 +6,19 @@
  * in-memory store; Portcullis writes each token's row (revocation) and the audit event to SQLite.
  *
  * Every scenario is measured in BENCH_ROUNDS rounds (default 3) of BENCH_DURATION seconds (default 5) per
- * server. Within a round the two servers take turns in BENCH_SLICES slices (default 5, so one second
- * each), the order alternating from slice to slice: a shared machine's speed changes within seconds, and
- * interleaved slices let both servers meet the same changes. The ratio is taken within a round and the
- * table shows medians over rounds (latencies: medians over slices).
- * Reports tokens/s, p50/p99 latency, server CPU time per token and Portcullis / oidc-provider; a bare
+ * server, taken in turns in BENCH_SLICES slices (default 5, so one second each; token/turns.ts says why),
+ * the servers' order alternating from round to round. The ratio is taken within a round and the table
+ * shows medians over rounds. Reports tokens/s, p50/p99 latency, server CPU time per token and Portcullis / oidc-provider; a bare
  * Fastify route that answers with a fixed token (servers/bare-token.ts) runs in the first scenario's
- * slices as the floor: what HTTP and the framework alone cost per request here.
+ * slices as the floor: what HTTP and the framework alone cost per request here. A hand-written endpoint
+ * with the changes the stage timings point to (servers/token-hand-written.ts) runs in the client
+ * credentials scenarios: what those changes would reach together.
  */
-import { cpuMillis, describeMachine, median, pinLoadGenerator, startServer, stopServer, type Server } from './processes.js';
+import { describeMachine, median, pinLoadGenerator, startServer, stopServer, type Server } from './processes.js';
 import { mintRefreshToken } from './token/authorization-code.js';
 import { mintPortcullisRefreshToken, portcullisRefreshUnavailable } from './token/portcullis-refresh.js';
 import { CONNECTIONS, formLoad, refreshLoad, type Load } from './token/token-load.js';
+import { measureInTurns, type Measurement } from './token/turns.js';
 import { basicAuthorization, JWT_CLIENT, OPAQUE_CLIENT, REDIRECT_URI, REFRESH_CLIENT, SCOPE } from './servers/token-clients.js';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 5);
@@ -30,7 +31,7 @@ const TOKEN_PATH = '/oauth/token';
 pinLoadGenerator();
 
 interface Side {
-  name: 'Portcullis' | 'oidc-provider' | 'bare Fastify route (floor)';
+  name: 'Portcullis' | 'oidc-provider' | 'what-if: proposed changes, by hand' | 'bare Fastify route (floor)';
   /** Not a token endpoint: measured with the first scenario only, as a reference. */
   floor?: boolean;
   server: Server;
@@ -99,6 +100,7 @@ const sample = await fetch(base(portcullis) + TOKEN_PATH, {
   body: clientCredentials,
 });
 const bare = await startServer('bench/servers/bare-token.ts', { args: [((await sample.json()) as { access_token: string }).access_token] });
+const whatIf = await startServer('bench/servers/token-hand-written.ts', { env: { LOG_LEVEL: 'warn' } });
 const sides: Side[] = [
   {
     name: 'Portcullis',
@@ -124,6 +126,13 @@ const sides: Side[] = [
     refreshUnavailable: async () => null,
   },
   {
+    name: 'what-if: proposed changes, by hand',
+    server: whatIf,
+    base: base(whatIf),
+    mintRefreshToken: () => Promise.reject(new Error('no refresh grant')),
+    refreshUnavailable: async () => 'client credentials only',
+  },
+  {
     name: 'bare Fastify route (floor)',
     floor: true,
     server: bare,
@@ -133,51 +142,11 @@ const sides: Side[] = [
   },
 ];
 
-interface Measurement {
-  tokensPerSecond: number;
-  p50: number;
-  p99: number;
-  cpuMicrosPerToken: number;
-  errors: number;
-}
-
-interface Slice {
-  tokens: number;
-  cpuMillis: number;
-  p50: number;
-  p99: number;
-  errors: number;
-}
-
-/** One slice on a fresh load, with the server's CPU time over it. */
-async function runSlice(scenario: Scenario, side: Side, seconds: number): Promise<Slice> {
-  const load = await scenario.prepare(side);
-  const pid = side.server.child.pid!;
-  const cpuBefore = cpuMillis(pid);
-  const result = await load(seconds);
-  return { tokens: result.tokens, cpuMillis: cpuMillis(pid) - cpuBefore, p50: result.p50, p99: result.p99, errors: result.errors };
-}
-
-function combine(slices: Slice[], seconds: number): Measurement {
-  const tokens = slices.reduce((sum, slice) => sum + slice.tokens, 0);
-  const cpu = slices.reduce((sum, slice) => sum + slice.cpuMillis, 0);
-  return {
-    tokensPerSecond: Math.round(tokens / seconds),
-    p50: median(slices.map((slice) => slice.p50)),
-    p99: median(slices.map((slice) => slice.p99)),
-    cpuMicrosPerToken: Math.round((cpu * 1000) / Math.max(1, tokens)),
-    errors: slices.reduce((sum, slice) => sum + slice.errors, 0),
-  };
-}
-
-/** Both servers' warm-up, then their slices taken in turns. */
+/** One round of a scenario: its servers measured in turns, in `order`. */
 async function measureRound(scenario: Scenario, order: Side[]): Promise<Map<Side, Measurement>> {
-  for (const side of order) await (await scenario.prepare(side))(WARMUP);
-  const slices = new Map<Side, Slice[]>(order.map((side) => [side, []]));
-  for (let slice = 0; slice < SLICES; slice++) {
-    for (const side of slice % 2 === 0 ? order : [...order].reverse()) slices.get(side)!.push(await runSlice(scenario, side, DURATION / SLICES));
-  }
-  return new Map(order.map((side) => [side, combine(slices.get(side)!, DURATION)]));
+  const contenders = order.map((side) => ({ pid: side.server.child.pid!, prepare: () => scenario.prepare(side) }));
+  const measured = await measureInTurns(contenders, { warmupSeconds: WARMUP, seconds: DURATION, slices: SLICES });
+  return new Map(order.map((side, index) => [side, measured[index]!]));
 }
 
 const unavailable = new Map<string, string>();
@@ -205,6 +174,7 @@ try {
   await stopServer(portcullis);
   await stopServer(oidcProvider);
   await stopServer(bare);
+  await stopServer(whatIf);
 }
 
 /** One request as a client would send it, and its body checked against the scenario's token format. */
@@ -226,7 +196,7 @@ let errors = 0;
 for (const scenario of scenarios) {
   for (const side of sides) {
     const reason = unavailable.get(key(scenario, side));
-    if (reason && side.floor) continue;
+    if (reason && side !== sides[0] && side !== sides[1]) continue;
     if (reason) {
       console.log(`| ${scenario.name} | ${side.name} | not available: ${reason} | | | | |`);
       continue;
@@ -243,19 +213,22 @@ for (const scenario of scenarios) {
 }
 
 console.log(`\nPortcullis / oidc-provider, median of the per-round ratios (target: at least ${TARGET}x tokens/s)\n`);
-console.log('| scenario | tokens/s | CPU per token (oidc-provider / Portcullis) | target |');
-console.log('|---|---|---|---|');
+console.log('| scenario | tokens/s | CPU per token (oidc-provider / Portcullis) | target | what-if / oidc-provider (tokens/s, CPU) |');
+console.log('|---|---|---|---|---|');
 for (const scenario of scenarios) {
   const ours = rounds.get(key(scenario, sides[0]!));
   const theirs = rounds.get(key(scenario, sides[1]!));
   if (!ours || !theirs) {
     const reason = unavailable.get(key(scenario, sides[0]!)) ?? unavailable.get(key(scenario, sides[1]!));
-    console.log(`| ${scenario.name} | not available | | ${reason ?? ''} |`);
+    console.log(`| ${scenario.name} | not available | | ${reason ?? ''} | |`);
     continue;
   }
+  const ratios = (runs: Measurement[]) =>
+    `${median(runs.map((r, i) => r.tokensPerSecond / theirs[i]!.tokensPerSecond)).toFixed(2)}x | ` +
+    `${median(runs.map((r, i) => theirs[i]!.cpuMicrosPerToken / r.cpuMicrosPerToken)).toFixed(2)}x`;
   const throughput = median(ours.map((r, i) => r.tokensPerSecond / theirs[i]!.tokensPerSecond));
-  const cpu = median(ours.map((r, i) => theirs[i]!.cpuMicrosPerToken / r.cpuMicrosPerToken));
-  console.log(`| ${scenario.name} | ${throughput.toFixed(2)}x | ${cpu.toFixed(2)}x | ${throughput >= TARGET ? 'met' : 'not met'} |`);
+  const hand = rounds.get(key(scenario, sides[2]!));
+  console.log(`| ${scenario.name} | ${ratios(ours)} | ${throughput >= TARGET ? 'met' : 'not met'} | ${hand ? ratios(hand).replace(' | ', ', ') : ''} |`);
 }
 if (errors > 0) {
   console.error(`\n${errors} non-2xx responses or errors`);
