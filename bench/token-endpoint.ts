@@ -17,78 +17,18 @@
 import { describeMachine, median, pinLoadGenerator, startServer, stopServer, type Server } from './processes.js';
 import { mintRefreshToken } from './token/authorization-code.js';
 import { mintPortcullisRefreshToken, portcullisRefreshUnavailable } from './token/portcullis-refresh.js';
-import { CONNECTIONS, formLoad, refreshLoad, type Load } from './token/token-load.js';
+import { checkResponse, CLIENT_CREDENTIALS_BODY, SCENARIOS, TOKEN_PATH, type Scenario, type Side } from './token/scenarios.js';
+import { CONNECTIONS } from './token/token-load.js';
 import { measureInTurns, type Measurement } from './token/turns.js';
-import { basicAuthorization, JWT_CLIENT, OPAQUE_CLIENT, REDIRECT_URI, REFRESH_CLIENT, SCOPE } from './servers/token-clients.js';
+import { basicAuthorization, JWT_CLIENT, REDIRECT_URI, REFRESH_CLIENT, SCOPE } from './servers/token-clients.js';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const SLICES = Number(process.env.BENCH_SLICES ?? 5);
 const WARMUP = 2;
 const TARGET = 1.5;
-const TOKEN_PATH = '/oauth/token';
 
 pinLoadGenerator();
-
-interface Side {
-  name: 'Portcullis' | 'oidc-provider' | 'what-if: proposed changes, by hand' | 'bare Fastify route (floor)';
-  /** Not a token endpoint: measured with the first scenario only, as a reference. */
-  floor?: boolean;
-  server: Server;
-  base: string;
-  mintRefreshToken(): Promise<string>;
-  refreshUnavailable(): Promise<string | null>;
-}
-
-interface Scenario {
-  name: string;
-  client: string;
-  /** The body of one request, as the load sends it. */
-  body(side: Side): Promise<string>;
-  /** What a response must hold for the scenario to measure what it says. */
-  check(body: Record<string, unknown>): string | null;
-  /** Why the scenario cannot run on this server, or null. */
-  unavailable(side: Side): Promise<string | null>;
-  /** A fresh load (refresh chains are spent by a run, so each run gets its own). */
-  prepare(side: Side): Promise<Load>;
-}
-
-const clientCredentials = `grant_type=client_credentials&scope=${encodeURIComponent(SCOPE)}`;
-const jwtAccessToken = (body: Record<string, unknown>) => {
-  const header = String(body.access_token).split('.')[0]!;
-  const { alg, typ } = JSON.parse(Buffer.from(header, 'base64url').toString() || '{}') as { alg?: string; typ?: string };
-  return alg === 'ES256' && typ === 'at+jwt' ? null : `expected an ES256 at+jwt, got ${alg} ${typ}`;
-};
-const scenarios: Scenario[] = [
-  {
-    name: 'client credentials, JWT (ES256)',
-    client: JWT_CLIENT,
-    body: async () => clientCredentials,
-    check: jwtAccessToken,
-    unavailable: async () => null,
-    prepare: async (side) => formLoad(side.base + TOKEN_PATH, basicAuthorization(JWT_CLIENT), clientCredentials),
-  },
-  {
-    name: 'client credentials, opaque',
-    client: OPAQUE_CLIENT,
-    body: async () => clientCredentials,
-    check: (body) => (/^[A-Za-z0-9_-]{32,}$/.test(String(body.access_token)) ? null : 'expected an opaque token'),
-    unavailable: async () => null,
-    prepare: async (side) => formLoad(side.base + TOKEN_PATH, basicAuthorization(OPAQUE_CLIENT), clientCredentials),
-  },
-  {
-    name: 'refresh token rotation, JWT access token',
-    client: REFRESH_CLIENT,
-    body: async (side) => `grant_type=refresh_token&refresh_token=${await side.mintRefreshToken()}`,
-    check: (body) => jwtAccessToken(body) ?? (typeof body.refresh_token === 'string' ? null : 'no rotated refresh token'),
-    unavailable: (side) => side.refreshUnavailable(),
-    prepare: async (side) => {
-      const chains: string[] = [];
-      for (let i = 0; i < CONNECTIONS; i++) chains.push(await side.mintRefreshToken());
-      return refreshLoad(side.base + TOKEN_PATH, basicAuthorization(REFRESH_CLIENT), chains);
-    },
-  },
-];
 
 const portcullis = await startServer('bench/servers/token-endpoint.ts', { env: { LOG_LEVEL: 'warn' } });
 const oidcProvider = await startServer('bench/servers/oidc-provider.ts');
@@ -97,7 +37,7 @@ const base = (server: Server) => `http://127.0.0.1:${server.info.port}`;
 const sample = await fetch(base(portcullis) + TOKEN_PATH, {
   method: 'POST',
   headers: { authorization: basicAuthorization(JWT_CLIENT), 'content-type': 'application/x-www-form-urlencoded' },
-  body: clientCredentials,
+  body: CLIENT_CREDENTIALS_BODY,
 });
 const bare = await startServer('bench/servers/bare-token.ts', { args: [((await sample.json()) as { access_token: string }).access_token] });
 const whatIf = await startServer('bench/servers/token-hand-written.ts', { env: { LOG_LEVEL: 'warn' } });
@@ -153,15 +93,15 @@ const unavailable = new Map<string, string>();
 const rounds = new Map<string, Measurement[]>();
 const key = (scenario: Scenario, side: Side) => `${scenario.name}\u0000${side.name}`;
 try {
-  for (const scenario of scenarios) {
+  for (const scenario of SCENARIOS) {
     for (const side of sides) {
-      const reason = side.floor && scenario !== scenarios[0] ? 'measured with the first scenario only' : await scenario.unavailable(side);
+      const reason = side.floor && scenario !== SCENARIOS[0] ? 'measured with the first scenario only' : await scenario.unavailable(side);
       if (reason) unavailable.set(key(scenario, side), reason);
       else await checkResponse(scenario, side);
     }
   }
   for (let round = 0; round < ROUNDS; round++) {
-    for (const scenario of scenarios) {
+    for (const scenario of SCENARIOS) {
       const order = (round % 2 === 0 ? sides : [...sides].reverse()).filter((side) => !unavailable.has(key(scenario, side)));
       for (const [side, measurement] of await measureRound(scenario, order)) {
         const runs = rounds.get(key(scenario, side)) ?? [];
@@ -177,23 +117,11 @@ try {
   await stopServer(whatIf);
 }
 
-/** One request as a client would send it, and its body checked against the scenario's token format. */
-async function checkResponse(scenario: Scenario, side: Side): Promise<void> {
-  const response = await fetch(side.base + TOKEN_PATH, {
-    method: 'POST',
-    headers: { authorization: basicAuthorization(scenario.client), 'content-type': 'application/x-www-form-urlencoded' },
-    body: await scenario.body(side),
-  });
-  const json = (await response.json()) as Record<string, unknown>;
-  const problem = response.status !== 200 ? `${response.status} ${JSON.stringify(json)}` : side.floor ? null : scenario.check(json);
-  if (problem) throw new Error(`${side.name}, ${scenario.name}: ${problem}`);
-}
-
 console.log(`\n${describeMachine(CONNECTIONS, ROUNDS, DURATION)}, in slices of ${DURATION / SLICES} s taken in turns\n`);
 console.log('| scenario | server | tokens/s | p50 ms | p99 ms | server CPU µs/token | errors |');
 console.log('|---|---|---|---|---|---|---|');
 let errors = 0;
-for (const scenario of scenarios) {
+for (const scenario of SCENARIOS) {
   for (const side of sides) {
     const reason = unavailable.get(key(scenario, side));
     if (reason && side !== sides[0] && side !== sides[1]) continue;
@@ -215,7 +143,7 @@ for (const scenario of scenarios) {
 console.log(`\nPortcullis / oidc-provider, median of the per-round ratios (target: at least ${TARGET}x tokens/s)\n`);
 console.log('| scenario | tokens/s | CPU per token (oidc-provider / Portcullis) | target | what-if / oidc-provider (tokens/s, CPU) |');
 console.log('|---|---|---|---|---|');
-for (const scenario of scenarios) {
+for (const scenario of SCENARIOS) {
   const ours = rounds.get(key(scenario, sides[0]!));
   const theirs = rounds.get(key(scenario, sides[1]!));
   if (!ours || !theirs) {

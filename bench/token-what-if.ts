@@ -23,6 +23,7 @@ const contenders: { name: string; script: string; args: string[] }[] = [
   { name: 'by hand, signing with jose again', script: 'bench/servers/token-hand-written.ts', args: ['--sign-with-jose'] },
   { name: 'by hand, the client read per request again', script: 'bench/servers/token-hand-written.ts', args: ['--client-from-database'] },
   { name: 'by hand, one Kysely commit per row again', script: 'bench/servers/token-hand-written.ts', args: ['--row-per-request'] },
+  { name: 'by hand, all three changes and no row for a JWT', script: 'bench/servers/token-hand-written.ts', args: ['--no-jwt-row'] },
   { name: "by hand, none of the changes (today's work)", script: 'bench/servers/token-hand-written.ts', args: REVERSALS },
   { name: 'Portcullis today', script: 'bench/servers/token-endpoint.ts', args: [] },
   { name: 'oidc-provider', script: 'bench/servers/oidc-provider.ts', args: [] },

@@ -12,7 +12,8 @@
  *   prepared statement, and each request is answered once that commit is done.
  * Each change can be reverted on its own (`--sign-with-jose`, `--client-from-database`,
  * `--row-per-request`: the real endpoint's way), so that what each one saves under load is measured too
- * (bench/token-what-if.ts). No refresh grant. Not a server to run: a measurement.
+ * (bench/token-what-if.ts); `--no-jwt-row` goes one step further and stores nothing for a JWT (revocation
+ * would then be kept by jti). No refresh grant. Not a server to run: a measurement.
  */
 import Fastify from 'fastify';
 import { KeyObject, randomUUID, sign } from 'node:crypto';
@@ -30,6 +31,7 @@ import { JWT_CLIENT, OPAQUE_CLIENT } from './token-clients.js';
 const signWithJose = process.argv.includes('--sign-with-jose');
 const clientFromDatabase = process.argv.includes('--client-from-database');
 const rowPerRequest = process.argv.includes('--row-per-request');
+const noJwtRow = process.argv.includes('--no-jwt-row');
 
 const bench = await buildTokenBenchApp();
 const { app, config } = bench;
@@ -133,7 +135,9 @@ fastify.post('/oauth/token', async (request, reply) => {
   const issuedAt = new Date(iat * 1000).toISOString();
   const expiresAt = new Date(exp * 1000).toISOString();
   const grantType = 'client_credentials';
-  if (rowPerRequest) {
+  if (noJwtRow && client.accessTokenFormat === 'jwt') {
+    // Nothing stored: the audit event below still records the jti.
+  } else if (rowPerRequest) {
     await insertAccessToken(app.db.kysely, {
       jti, tokenHash, format: client.accessTokenFormat, clientId: client.clientId, clientRegistrationId: client.id, subject, subjectType: 'client', scopes: scope,
       grantType, issuedAt, expiresAt, revokedAt: null, grantId: null,
