@@ -6,88 +6,29 @@
  * in-memory store; Portcullis writes each token's row (revocation) and the audit event to SQLite.
  *
  * Every scenario is measured in BENCH_ROUNDS rounds (default 3) of BENCH_DURATION seconds (default 5) per
- * server. Within a round the two servers take turns in BENCH_SLICES slices (default 5, so one second
- * each), the order alternating from slice to slice: a shared machine's speed changes within seconds, and
- * interleaved slices let both servers meet the same changes. The ratio is taken within a round and the
- * table shows medians over rounds (latencies: medians over slices).
- * Reports tokens/s, p50/p99 latency, server CPU time per token and Portcullis / oidc-provider; a bare
+ * server, taken in turns in BENCH_SLICES slices (default 5, so one second each; token/turns.ts says why),
+ * the servers' order alternating from round to round. The ratio is taken within a round and the table
+ * shows medians over rounds. Reports tokens/s, p50/p99 latency, server CPU time per token and Portcullis / oidc-provider; a bare
  * Fastify route that answers with a fixed token (servers/bare-token.ts) runs in the first scenario's
- * slices as the floor: what HTTP and the framework alone cost per request here.
+ * slices as the floor: what HTTP and the framework alone cost per request here. A hand-written endpoint
+ * with the changes the stage timings point to (servers/token-hand-written.ts) runs in the client
+ * credentials scenarios: what those changes would reach together.
  */
-import { cpuMillis, describeMachine, median, pinLoadGenerator, startServer, stopServer, type Server } from './processes.js';
+import { describeMachine, median, pinLoadGenerator, startServer, stopServer, type Server } from './processes.js';
 import { mintRefreshToken } from './token/authorization-code.js';
 import { mintPortcullisRefreshToken, portcullisRefreshUnavailable } from './token/portcullis-refresh.js';
-import { CONNECTIONS, formLoad, refreshLoad, type Load } from './token/token-load.js';
-import { basicAuthorization, JWT_CLIENT, OPAQUE_CLIENT, REDIRECT_URI, REFRESH_CLIENT, SCOPE } from './servers/token-clients.js';
+import { checkResponse, CLIENT_CREDENTIALS_BODY, SCENARIOS, TOKEN_PATH, type Scenario, type Side } from './token/scenarios.js';
+import { CONNECTIONS } from './token/token-load.js';
+import { measureInTurns, type Measurement } from './token/turns.js';
+import { basicAuthorization, JWT_CLIENT, REDIRECT_URI, REFRESH_CLIENT, SCOPE } from './servers/token-clients.js';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const SLICES = Number(process.env.BENCH_SLICES ?? 5);
 const WARMUP = 2;
 const TARGET = 1.5;
-const TOKEN_PATH = '/oauth/token';
 
 pinLoadGenerator();
-
-interface Side {
-  name: 'Portcullis' | 'oidc-provider' | 'bare Fastify route (floor)';
-  /** Not a token endpoint: measured with the first scenario only, as a reference. */
-  floor?: boolean;
-  server: Server;
-  base: string;
-  mintRefreshToken(): Promise<string>;
-  refreshUnavailable(): Promise<string | null>;
-}
-
-interface Scenario {
-  name: string;
-  client: string;
-  /** The body of one request, as the load sends it. */
-  body(side: Side): Promise<string>;
-  /** What a response must hold for the scenario to measure what it says. */
-  check(body: Record<string, unknown>): string | null;
-  /** Why the scenario cannot run on this server, or null. */
-  unavailable(side: Side): Promise<string | null>;
-  /** A fresh load (refresh chains are spent by a run, so each run gets its own). */
-  prepare(side: Side): Promise<Load>;
-}
-
-const clientCredentials = `grant_type=client_credentials&scope=${encodeURIComponent(SCOPE)}`;
-const jwtAccessToken = (body: Record<string, unknown>) => {
-  const header = String(body.access_token).split('.')[0]!;
-  const { alg, typ } = JSON.parse(Buffer.from(header, 'base64url').toString() || '{}') as { alg?: string; typ?: string };
-  return alg === 'ES256' && typ === 'at+jwt' ? null : `expected an ES256 at+jwt, got ${alg} ${typ}`;
-};
-const scenarios: Scenario[] = [
-  {
-    name: 'client credentials, JWT (ES256)',
-    client: JWT_CLIENT,
-    body: async () => clientCredentials,
-    check: jwtAccessToken,
-    unavailable: async () => null,
-    prepare: async (side) => formLoad(side.base + TOKEN_PATH, basicAuthorization(JWT_CLIENT), clientCredentials),
-  },
-  {
-    name: 'client credentials, opaque',
-    client: OPAQUE_CLIENT,
-    body: async () => clientCredentials,
-    check: (body) => (/^[A-Za-z0-9_-]{32,}$/.test(String(body.access_token)) ? null : 'expected an opaque token'),
-    unavailable: async () => null,
-    prepare: async (side) => formLoad(side.base + TOKEN_PATH, basicAuthorization(OPAQUE_CLIENT), clientCredentials),
-  },
-  {
-    name: 'refresh token rotation, JWT access token',
-    client: REFRESH_CLIENT,
-    body: async (side) => `grant_type=refresh_token&refresh_token=${await side.mintRefreshToken()}`,
-    check: (body) => jwtAccessToken(body) ?? (typeof body.refresh_token === 'string' ? null : 'no rotated refresh token'),
-    unavailable: (side) => side.refreshUnavailable(),
-    prepare: async (side) => {
-      const chains: string[] = [];
-      for (let i = 0; i < CONNECTIONS; i++) chains.push(await side.mintRefreshToken());
-      return refreshLoad(side.base + TOKEN_PATH, basicAuthorization(REFRESH_CLIENT), chains);
-    },
-  },
-];
 
 const portcullis = await startServer('bench/servers/token-endpoint.ts', { env: { LOG_LEVEL: 'warn' } });
 const oidcProvider = await startServer('bench/servers/oidc-provider.ts');
@@ -96,9 +37,10 @@ const base = (server: Server) => `http://127.0.0.1:${server.info.port}`;
 const sample = await fetch(base(portcullis) + TOKEN_PATH, {
   method: 'POST',
   headers: { authorization: basicAuthorization(JWT_CLIENT), 'content-type': 'application/x-www-form-urlencoded' },
-  body: clientCredentials,
+  body: CLIENT_CREDENTIALS_BODY,
 });
 const bare = await startServer('bench/servers/bare-token.ts', { args: [((await sample.json()) as { access_token: string }).access_token] });
+const whatIf = await startServer('bench/servers/token-hand-written.ts', { env: { LOG_LEVEL: 'warn' } });
 const sides: Side[] = [
   {
     name: 'Portcullis',
@@ -124,6 +66,13 @@ const sides: Side[] = [
     refreshUnavailable: async () => null,
   },
   {
+    name: 'what-if: proposed changes, by hand',
+    server: whatIf,
+    base: base(whatIf),
+    mintRefreshToken: () => Promise.reject(new Error('no refresh grant')),
+    refreshUnavailable: async () => 'client credentials only',
+  },
+  {
     name: 'bare Fastify route (floor)',
     floor: true,
     server: bare,
@@ -133,66 +82,26 @@ const sides: Side[] = [
   },
 ];
 
-interface Measurement {
-  tokensPerSecond: number;
-  p50: number;
-  p99: number;
-  cpuMicrosPerToken: number;
-  errors: number;
-}
-
-interface Slice {
-  tokens: number;
-  cpuMillis: number;
-  p50: number;
-  p99: number;
-  errors: number;
-}
-
-/** One slice on a fresh load, with the server's CPU time over it. */
-async function runSlice(scenario: Scenario, side: Side, seconds: number): Promise<Slice> {
-  const load = await scenario.prepare(side);
-  const pid = side.server.child.pid!;
-  const cpuBefore = cpuMillis(pid);
-  const result = await load(seconds);
-  return { tokens: result.tokens, cpuMillis: cpuMillis(pid) - cpuBefore, p50: result.p50, p99: result.p99, errors: result.errors };
-}
-
-function combine(slices: Slice[], seconds: number): Measurement {
-  const tokens = slices.reduce((sum, slice) => sum + slice.tokens, 0);
-  const cpu = slices.reduce((sum, slice) => sum + slice.cpuMillis, 0);
-  return {
-    tokensPerSecond: Math.round(tokens / seconds),
-    p50: median(slices.map((slice) => slice.p50)),
-    p99: median(slices.map((slice) => slice.p99)),
-    cpuMicrosPerToken: Math.round((cpu * 1000) / Math.max(1, tokens)),
-    errors: slices.reduce((sum, slice) => sum + slice.errors, 0),
-  };
-}
-
-/** Both servers' warm-up, then their slices taken in turns. */
+/** One round of a scenario: its servers measured in turns, in `order`. */
 async function measureRound(scenario: Scenario, order: Side[]): Promise<Map<Side, Measurement>> {
-  for (const side of order) await (await scenario.prepare(side))(WARMUP);
-  const slices = new Map<Side, Slice[]>(order.map((side) => [side, []]));
-  for (let slice = 0; slice < SLICES; slice++) {
-    for (const side of slice % 2 === 0 ? order : [...order].reverse()) slices.get(side)!.push(await runSlice(scenario, side, DURATION / SLICES));
-  }
-  return new Map(order.map((side) => [side, combine(slices.get(side)!, DURATION)]));
+  const contenders = order.map((side) => ({ pid: side.server.child.pid!, prepare: () => scenario.prepare(side) }));
+  const measured = await measureInTurns(contenders, { warmupSeconds: WARMUP, seconds: DURATION, slices: SLICES });
+  return new Map(order.map((side, index) => [side, measured[index]!]));
 }
 
 const unavailable = new Map<string, string>();
 const rounds = new Map<string, Measurement[]>();
 const key = (scenario: Scenario, side: Side) => `${scenario.name}\u0000${side.name}`;
 try {
-  for (const scenario of scenarios) {
+  for (const scenario of SCENARIOS) {
     for (const side of sides) {
-      const reason = side.floor && scenario !== scenarios[0] ? 'measured with the first scenario only' : await scenario.unavailable(side);
+      const reason = side.floor && scenario !== SCENARIOS[0] ? 'measured with the first scenario only' : await scenario.unavailable(side);
       if (reason) unavailable.set(key(scenario, side), reason);
       else await checkResponse(scenario, side);
     }
   }
   for (let round = 0; round < ROUNDS; round++) {
-    for (const scenario of scenarios) {
+    for (const scenario of SCENARIOS) {
       const order = (round % 2 === 0 ? sides : [...sides].reverse()).filter((side) => !unavailable.has(key(scenario, side)));
       for (const [side, measurement] of await measureRound(scenario, order)) {
         const runs = rounds.get(key(scenario, side)) ?? [];
@@ -205,28 +114,17 @@ try {
   await stopServer(portcullis);
   await stopServer(oidcProvider);
   await stopServer(bare);
-}
-
-/** One request as a client would send it, and its body checked against the scenario's token format. */
-async function checkResponse(scenario: Scenario, side: Side): Promise<void> {
-  const response = await fetch(side.base + TOKEN_PATH, {
-    method: 'POST',
-    headers: { authorization: basicAuthorization(scenario.client), 'content-type': 'application/x-www-form-urlencoded' },
-    body: await scenario.body(side),
-  });
-  const json = (await response.json()) as Record<string, unknown>;
-  const problem = response.status !== 200 ? `${response.status} ${JSON.stringify(json)}` : side.floor ? null : scenario.check(json);
-  if (problem) throw new Error(`${side.name}, ${scenario.name}: ${problem}`);
+  await stopServer(whatIf);
 }
 
 console.log(`\n${describeMachine(CONNECTIONS, ROUNDS, DURATION)}, in slices of ${DURATION / SLICES} s taken in turns\n`);
 console.log('| scenario | server | tokens/s | p50 ms | p99 ms | server CPU µs/token | errors |');
 console.log('|---|---|---|---|---|---|---|');
 let errors = 0;
-for (const scenario of scenarios) {
+for (const scenario of SCENARIOS) {
   for (const side of sides) {
     const reason = unavailable.get(key(scenario, side));
-    if (reason && side.floor) continue;
+    if (reason && side !== sides[0] && side !== sides[1]) continue;
     if (reason) {
       console.log(`| ${scenario.name} | ${side.name} | not available: ${reason} | | | | |`);
       continue;
@@ -243,19 +141,22 @@ for (const scenario of scenarios) {
 }
 
 console.log(`\nPortcullis / oidc-provider, median of the per-round ratios (target: at least ${TARGET}x tokens/s)\n`);
-console.log('| scenario | tokens/s | CPU per token (oidc-provider / Portcullis) | target |');
-console.log('|---|---|---|---|');
-for (const scenario of scenarios) {
+console.log('| scenario | tokens/s | CPU per token (oidc-provider / Portcullis) | target | what-if / oidc-provider (tokens/s, CPU) |');
+console.log('|---|---|---|---|---|');
+for (const scenario of SCENARIOS) {
   const ours = rounds.get(key(scenario, sides[0]!));
   const theirs = rounds.get(key(scenario, sides[1]!));
   if (!ours || !theirs) {
     const reason = unavailable.get(key(scenario, sides[0]!)) ?? unavailable.get(key(scenario, sides[1]!));
-    console.log(`| ${scenario.name} | not available | | ${reason ?? ''} |`);
+    console.log(`| ${scenario.name} | not available | | ${reason ?? ''} | |`);
     continue;
   }
+  const ratios = (runs: Measurement[]) =>
+    `${median(runs.map((r, i) => r.tokensPerSecond / theirs[i]!.tokensPerSecond)).toFixed(2)}x | ` +
+    `${median(runs.map((r, i) => theirs[i]!.cpuMicrosPerToken / r.cpuMicrosPerToken)).toFixed(2)}x`;
   const throughput = median(ours.map((r, i) => r.tokensPerSecond / theirs[i]!.tokensPerSecond));
-  const cpu = median(ours.map((r, i) => theirs[i]!.cpuMicrosPerToken / r.cpuMicrosPerToken));
-  console.log(`| ${scenario.name} | ${throughput.toFixed(2)}x | ${cpu.toFixed(2)}x | ${throughput >= TARGET ? 'met' : 'not met'} |`);
+  const hand = rounds.get(key(scenario, sides[2]!));
+  console.log(`| ${scenario.name} | ${ratios(ours)} | ${throughput >= TARGET ? 'met' : 'not met'} | ${hand ? ratios(hand).replace(' | ', ', ') : ''} |`);
 }
 if (errors > 0) {
   console.error(`\n${errors} non-2xx responses or errors`);

@@ -4,7 +4,7 @@
  * (token/profile-on-signal.ts), each sample charged to a stage of the token endpoint or, when no stage is
  * on its stack, to a component (token/cpu-profile.ts). Microseconds per token are the main thread's
  * samples divided by the tokens issued; the process's CPU time from /proc also counts its other threads
- * (WebCrypto's signing jobs, the WAL checkpoint worker, V8's helpers) and is printed beside it.
+ * (WebCrypto's signing jobs, the WAL checkpoint worker, V8's own threads) and is printed beside it.
  */
 import fs from 'node:fs';
 import os from 'node:os';
