@@ -550,7 +550,10 @@ export interface components {
              * @enum {string}
              */
             type: "confidential" | "public";
-            /** @description Redirect URIs, matched exactly (no wildcards); at least one with `authorization_code`, none without it. */
+            /**
+             * @description Redirect URIs, matched exactly (no wildcards); at least one with `authorization_code`, none without it (absent: none).
+             * @default []
+             */
             redirectUris: components["schemas"]["RedirectUri"][];
             /**
              * @description Where the client may ask to be sent after signing the user out (OpenID Connect RP-Initiated Logout 1.0 `post_logout_redirect_uris`), matched exactly; only with `authorization_code`.
@@ -614,12 +617,15 @@ export interface components {
             legacy: boolean;
             createdAt: components["schemas"]["Timestamp"];
         };
-        /** @description The complete new registration of a client, under the rules of `ClientCreate`. `clientId`, `type` and the secret do not change. An absent `role` is null, absent `postLogoutRedirectUris` are none and an absent `idTokenSignedResponseAlg` is RS256. */
+        /** @description The complete new registration of a client, under the rules of `ClientCreate`. `clientId`, `type` and the secret do not change. An absent `role` is null, absent `redirectUris` and `postLogoutRedirectUris` are none and an absent `idTokenSignedResponseAlg` is RS256. */
         ClientReplace: {
             name: string;
             /** @enum {string} */
             type: "confidential" | "public";
-            /** @description Redirect URIs, matched exactly (no wildcards); at least one with `authorization_code`, none without it. */
+            /**
+             * @description Redirect URIs, matched exactly (no wildcards); at least one with `authorization_code`, none without it (absent: none).
+             * @default []
+             */
             redirectUris: components["schemas"]["RedirectUri"][];
             /**
              * @description Where the client may ask to be sent after signing the user out (OpenID Connect RP-Initiated Logout 1.0 `post_logout_redirect_uris`), matched exactly; only with `authorization_code`.

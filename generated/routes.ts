@@ -17019,7 +17019,6 @@ export const routes: readonly RouteDefinition[] = [
         "required": [
           "name",
           "type",
-          "redirectUris",
           "grantTypes",
           "scopes"
         ],
@@ -17047,9 +17046,10 @@ export const routes: readonly RouteDefinition[] = [
           },
           "redirectUris": {
             "type": "array",
-            "description": "Redirect URIs, matched exactly (no wildcards); at least one with `authorization_code`, none without it.",
+            "description": "Redirect URIs, matched exactly (no wildcards); at least one with `authorization_code`, none without it (absent: none).",
             "maxItems": 20,
             "uniqueItems": true,
+            "default": [],
             "items": {
               "type": "string",
               "description": "An absolute URI without a fragment (RFC 6749 §3.1.2), matched exactly (no wildcards, RFC 9700 §2.1): `https:` with a host; `http:` only on the loopback IP literals `127.0.0.1` and `[::1]` (not `localhost`, RFC 8252 §7.3, §8.3); or a private-use scheme in reverse domain notation such as `com.example.app:/callback` (RFC 8252 §7.1). No user information.",
@@ -19068,12 +19068,11 @@ export const routes: readonly RouteDefinition[] = [
       },
       "body": {
         "type": "object",
-        "description": "The complete new registration of a client, under the rules of `ClientCreate`. `clientId`, `type` and the secret do not change. An absent `role` is null, absent `postLogoutRedirectUris` are none and an absent `idTokenSignedResponseAlg` is RS256.",
+        "description": "The complete new registration of a client, under the rules of `ClientCreate`. `clientId`, `type` and the secret do not change. An absent `role` is null, absent `redirectUris` and `postLogoutRedirectUris` are none and an absent `idTokenSignedResponseAlg` is RS256.",
         "additionalProperties": false,
         "required": [
           "name",
           "type",
-          "redirectUris",
           "grantTypes",
           "scopes",
           "accessTokenFormat",
@@ -19097,9 +19096,10 @@ export const routes: readonly RouteDefinition[] = [
           },
           "redirectUris": {
             "type": "array",
-            "description": "Redirect URIs, matched exactly (no wildcards); at least one with `authorization_code`, none without it.",
+            "description": "Redirect URIs, matched exactly (no wildcards); at least one with `authorization_code`, none without it (absent: none).",
             "maxItems": 20,
             "uniqueItems": true,
+            "default": [],
             "items": {
               "type": "string",
               "description": "An absolute URI without a fragment (RFC 6749 §3.1.2), matched exactly (no wildcards, RFC 9700 §2.1): `https:` with a host; `http:` only on the loopback IP literals `127.0.0.1` and `[::1]` (not `localhost`, RFC 8252 §7.3, §8.3); or a private-use scheme in reverse domain notation such as `com.example.app:/callback` (RFC 8252 §7.1). No user information.",

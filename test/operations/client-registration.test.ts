@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SERVED_GRANT_TYPES } from '../../src/oauth/grant-types.js';
-import { ADMIN_CLIENT_ID, type TestApp } from '../helpers/app.js';
+import { ADMIN_CLIENT_ID, ADMIN_CLIENT_REDIRECT_URI, type TestApp } from '../helpers/app.js';
 import { DATABASE_KINDS } from '../helpers/databases.js';
 import { INACTIVE_SUBJECT_CHALLENGE, INVALID_TOKEN, expectError, expectPrivateJson, startAccessApp } from '../access/support.js';
 
@@ -158,7 +158,14 @@ describe.each(DATABASE_KINDS)('client registration rules on %s', (kind) => {
     it('keeps the bootstrap admin client valid: client_credentials in the admin role', async () => {
       const list = await t.request({ url: '/v1/clients?limit=100', token: admin });
       const bootstrap = (list.json() as { data: Record<string, unknown>[] }).data.find((c) => c.clientId === ADMIN_CLIENT_ID)!;
-      expect(bootstrap).toMatchObject({ grantTypes: ['client_credentials'], role: 'admin', redirectUris: [], postLogoutRedirectUris: [], idTokenSignedResponseAlg: 'RS256' });
+      // The test app also registers it for authorization_code (its users' tokens come through that grant).
+      expect(bootstrap).toMatchObject({
+        grantTypes: ['client_credentials', 'authorization_code'],
+        role: 'admin',
+        redirectUris: [ADMIN_CLIENT_REDIRECT_URI],
+        postLogoutRedirectUris: [],
+        idTokenSignedResponseAlg: 'RS256',
+      });
       const { id, clientId: _clientId, createdAt: _createdAt, ...registration } = bootstrap;
       const put = await t.request({ method: 'PUT', url: `/v1/clients/${id as string}`, token: admin, body: registration });
       expect(put.statusCode, put.body).toBe(200);
@@ -210,6 +217,9 @@ describe.each(DATABASE_KINDS)('client registration rules on %s', (kind) => {
     it('registers a device-only public client (no redirect URIs) with refresh_token', async () => {
       const view = await registered({ ...SPA, name: 'TV', redirectUris: [], grantTypes: [DEVICE_CODE, 'refresh_token'] });
       expect(view).toMatchObject({ type: 'public', redirectUris: [], grantTypes: [DEVICE_CODE, 'refresh_token'], role: null });
+      // A client that may not have redirect URIs need not name an empty list.
+      const { redirectUris: _none, ...withoutUris } = { ...SPA, name: 'TV 2', grantTypes: [DEVICE_CODE, 'refresh_token'] };
+      expect(await registered(withoutUris)).toMatchObject({ name: 'TV 2', redirectUris: [], grantTypes: [DEVICE_CODE, 'refresh_token'] });
     });
   });
 

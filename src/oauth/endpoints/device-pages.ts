@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { findClientByClientId } from '../../storage/clients.js';
+import { saveConsent } from '../../storage/consents.js';
 import { decideDeviceCode, findDeviceCodeByUserCode } from '../../storage/device-codes.js';
 import type { PageDeps } from '../browser/page-deps.js';
 import { browserBinding } from '../browser/sign-in-sessions.js';
@@ -66,6 +67,16 @@ export function registerDevicePages(scope: FastifyInstance, deps: PageDeps): voi
     const approved = singleParam(form, 'decision') === 'allow' && allowed.length > 0;
     const decision = { status: approved ? ('approved' as const) : ('denied' as const), userId: signedIn.user.id, authTime: new Date(signedIn.authTime * 1000).toISOString(), scopes: (approved ? allowed : requested).join(' ') };
     if (!(await decideDeviceCode(deps.db, row.deviceCodeHash, decision))) return sendPage(reply, deviceEntryPage(UNKNOWN, 400));
+    // The device is an application the user allowed: the account page lists it, and withdrawing it ends its tokens.
+    if (approved) {
+      await saveConsent(deps.db, {
+        userId: signedIn.user.id,
+        clientRegistrationId: row.clientRegistrationId,
+        clientId: row.clientId,
+        scopes: [...allowed].sort().join(' '),
+        grantedAt: new Date(deps.clock()).toISOString(),
+      });
+    }
     deps.audit.record({
       requestId: request.id,
       interface: 'oauth',

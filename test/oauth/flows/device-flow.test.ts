@@ -75,6 +75,9 @@ describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (ki
     const tokens = expectTokens(await poll(started.device_code), { scope: 'read:posts offline_access', refreshToken: true, idToken: false });
     expect((await app.oauth.tokens.verifyAccessToken(tokens.access_token)).subject).toBe(user.id);
     expectTokenError(await poll(started.device_code), 400, 'invalid_grant', 'The device code was already used.');
+    // The user sees the device among the applications they allowed, and can end its access there.
+    const consents = await app.db.kysely.selectFrom('consents').select(['clientId', 'scopes']).where('userId', '=', user.id).execute();
+    expect(consents).toEqual([{ clientId: tv.client.clientId, scopes: 'offline_access read:posts' }]);
   });
 
   it('answers access_denied after the user denies, and issues nothing', async () => {
