@@ -26,6 +26,8 @@ describe.each(DATABASE_KINDS)('per-resource checks (seed authorization rules 4-5
   let alicePublished: PostView;
   let bobPublished: PostView;
   let commentOnDraft: CommentView;
+  /** One token per role from a real sign-in (authorization code + PKCE through the login page); the rest are minted. */
+  let signedIn: { alice: string; editor: string; admin: string };
 
   beforeAll(async () => {
     t = await startAccessApp(kind);
@@ -33,8 +35,9 @@ describe.each(DATABASE_KINDS)('per-resource checks (seed authorization rules 4-5
     bob = await t.createUser('member');
     editor = await t.createUser('editor');
     admin = await t.createUser('admin');
-    aliceDraft = await createPost(t, await alice.token(), { title: 'alice draft', status: 'draft' });
-    alicePublished = await createPost(t, await alice.token(), { title: 'alice published', status: 'published' });
+    signedIn = { alice: await alice.signIn(), editor: await editor.signIn(), admin: await admin.signIn() };
+    aliceDraft = await createPost(t, signedIn.alice, { title: 'alice draft', status: 'draft' });
+    alicePublished = await createPost(t, signedIn.alice, { title: 'alice published', status: 'published' });
     bobPublished = await createPost(t, await bob.token(), { title: 'bob published', status: 'published' });
     commentOnDraft = await createComment(t, await alice.token(), aliceDraft.id, 'note to self');
   });
@@ -105,15 +108,18 @@ describe.each(DATABASE_KINDS)('per-resource checks (seed authorization rules 4-5
       expectError(await t.request({ url: `/v1/posts/${aliceDraft.id}` }), 401, UNAUTHENTICATED, REALM);
     });
 
-    it('shows the draft to its author', async () => {
+    it('shows the draft to its author, signed in or with a minted token', async () => {
+      expectPrivateJson(await t.request({ url: `/v1/posts/${aliceDraft.id}`, token: signedIn.alice }), aliceDraft);
       expectPrivateJson(await t.request({ url: `/v1/posts/${aliceDraft.id}`, token: await alice.token() }), aliceDraft);
     });
 
-    it('shows the draft to an editor', async () => {
+    it('shows the draft to an editor, signed in or with a minted token', async () => {
+      expectPrivateJson(await t.request({ url: `/v1/posts/${aliceDraft.id}`, token: signedIn.editor }), aliceDraft);
       expectPrivateJson(await t.request({ url: `/v1/posts/${aliceDraft.id}`, token: await editor.token() }), aliceDraft);
     });
 
-    it('shows the draft to an admin user and to the admin client', async () => {
+    it('shows the draft to an admin user (signed in or with a minted token) and to the admin client', async () => {
+      expectPrivateJson(await t.request({ url: `/v1/posts/${aliceDraft.id}`, token: signedIn.admin }), aliceDraft);
       expectPrivateJson(await t.request({ url: `/v1/posts/${aliceDraft.id}`, token: await admin.token() }), aliceDraft);
       expectPrivateJson(await t.request({ url: `/v1/posts/${aliceDraft.id}`, token: await t.adminClientToken() }), aliceDraft);
     });

@@ -1,12 +1,18 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { createHash } from 'node:crypto';
+import { policy } from '../../generated/policy.js';
 import { buildApp, type App } from '../../src/app.js';
 import { configFrom } from '../../src/config/config.js';
+import { hashPassword } from '../../src/oauth/passwords.js';
+import { generateSecret } from '../../src/oauth/secrets.js';
+import { checkClientSettings } from '../../src/operations/client-settings.js';
 import { findClientByClientId } from '../../src/storage/clients.js';
 import { newId, nowIso } from '../../src/storage/ids.js';
 import { insertUser, type Role } from '../../src/storage/users.js';
 import { createTestDatabase, type TestDatabase } from './databases.js';
+import { SignInBrowser, throughInject } from './sign-in-browser.js';
 
 export const ADMIN_CLIENT_ID = 'portcullis-admin';
 export const ADMIN_CLIENT_SECRET = 'test-admin-client-secret-0123456789abcdefghij';
@@ -14,13 +20,30 @@ export const ALL_API_SCOPES = [
   'read:users', 'write:users', 'read:posts', 'write:posts', 'read:comments', 'write:comments',
   'read:clients', 'write:clients', 'read:audit', 'read:schema',
 ];
+/** Where the admin client's authorization responses go (a loopback URI: nothing needs to listen there). */
+export const ADMIN_CLIENT_REDIRECT_URI = 'http://127.0.0.1/callback';
+/** The password of every test user that signs in (`TestUser.signIn`). */
+export const TEST_USER_PASSWORD = 'test-user-password-0123';
+
+/** One scrypt hash per process: at the production cost it takes a second or two on a loaded machine. */
+let testPasswordHash: Promise<string> | undefined;
 
 export interface TestUser {
   id: string;
   email: string;
   role: Role;
-  /** A bearer token for this user with the given scopes (all API scopes by default). */
+  /**
+   * A bearer token for this user with the given scopes (all API scopes by default), minted directly: what
+   * the authorization code grant issues to the admin client, without the pages. Cheap, for bulk use.
+   */
   token(scopes?: string[], options?: { format?: 'jwt' | 'opaque' }): Promise<string>;
+  /**
+   * A bearer token through the real authorization code grant with PKCE: the user signs in on the login page
+   * (the admin client is first-party, so no consent page) and the client redeems the code at /oauth/token.
+   */
+  signIn(scopes?: string[]): Promise<string>;
+  /** Gives the user a password to sign in with (TEST_USER_PASSWORD, stored as the server stores passwords) and returns it. */
+  password(): Promise<string>;
 }
 
 export interface TestApp {
@@ -53,7 +76,7 @@ export async function startTestApp(kind: 'sqlite' | 'postgres', env: Record<stri
     ...env,
   });
   const app = await buildApp(config, { db: database.db });
-  const adminClient = (await findClientByClientId(database.db.kysely, ADMIN_CLIENT_ID))!;
+  const adminClient = await letAdminClientSignUsersIn(database);
 
   const request: TestApp['request'] = async ({ method = 'GET', url, token, headers = {}, body, payload }) => {
     const res = await app.fastify.inject({
@@ -91,6 +114,11 @@ export async function startTestApp(kind: 'sqlite' | 'postgres', env: Record<stri
       const id = newId();
       const email = overrides.email ?? `${role}-${id}@example.com`;
       await insertUser(database.db.kysely, { id, email, name: `${role} ${id.slice(-4)}`, role, active: overrides.active ?? true, passwordHash: 'unused' }, nowIso());
+      const password = async () => {
+        testPasswordHash ??= hashPassword(TEST_USER_PASSWORD);
+        await database.db.kysely.updateTable('users').set({ passwordHash: await testPasswordHash }).where('id', '=', id).execute();
+        return TEST_USER_PASSWORD;
+      };
       return {
         id,
         email,
@@ -102,9 +130,15 @@ export async function startTestApp(kind: 'sqlite' | 'postgres', env: Record<stri
             subjectType: 'user',
             scopes,
             grantType: 'authorization_code',
+            // Each sign-in is a grant of its own, which a replayed code or a revoked refresh token ends.
+            grantId: newId(),
           });
           return issued.accessToken;
         },
+        async signIn(scopes = ALL_API_SCOPES) {
+          return signInThroughPages(app, config.issuer, { email, password: await password() }, scopes);
+        },
+        password,
       };
     },
     async close() {
@@ -113,4 +147,55 @@ export async function startTestApp(kind: 'sqlite' | 'postgres', env: Record<stri
       fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * The bootstrapped admin client (confidential, first-party) is registered for the authorization code grant
+ * as well, with a loopback redirect URI, so that the user tokens the suites use — minted or from a real
+ * sign-in — belong to a client the server issues them to. The registration passes the API's own checks.
+ */
+async function letAdminClientSignUsersIn(database: TestDatabase) {
+  const bootstrapped = (await findClientByClientId(database.db.kysely, ADMIN_CLIENT_ID))!;
+  const grantTypes = [...bootstrapped.grantTypes, 'authorization_code'];
+  const redirectUris = [ADMIN_CLIENT_REDIRECT_URI];
+  checkClientSettings(policy, { ...bootstrapped, grantTypes, redirectUris });
+  await database.db.kysely
+    .updateTable('clients')
+    .set({ grantTypes: JSON.stringify(grantTypes), redirectUris: JSON.stringify(redirectUris) })
+    .where('id', '=', bootstrapped.id)
+    .execute();
+  return (await findClientByClientId(database.db.kysely, ADMIN_CLIENT_ID))!;
+}
+
+/** RFC 6749 §4.1 with RFC 7636 (S256), through the pages via inject; fails loudly at the first surprise. */
+async function signInThroughPages(app: App, issuer: string, user: { email: string; password: string }, scopes: string[]): Promise<string> {
+  const verifier = generateSecret();
+  const state = generateSecret();
+  const query = new URLSearchParams({
+    response_type: 'code',
+    client_id: ADMIN_CLIENT_ID,
+    redirect_uri: ADMIN_CLIENT_REDIRECT_URI,
+    scope: scopes.join(' '),
+    state,
+    code_challenge: createHash('sha256').update(verifier).digest('base64url'),
+    code_challenge_method: 'S256',
+  });
+  const outcome = await new SignInBrowser(throughInject(app.fastify), issuer).visit(`/oauth/authorize?${query}`, user);
+  if (outcome.redirect === undefined) throw new Error(`the sign-in ended on a page: ${outcome.page.status} ${outcome.page.body}`);
+  const back = outcome.redirect;
+  const code = back.searchParams.get('code');
+  if (`${back.origin}${back.pathname}` !== ADMIN_CLIENT_REDIRECT_URI || back.searchParams.get('state') !== state || back.searchParams.get('iss') !== issuer || code === null) {
+    throw new Error(`unexpected authorization response: ${back.href}`);
+  }
+  const res = await app.fastify.inject({
+    method: 'POST',
+    url: '/oauth/token',
+    headers: {
+      'content-type': 'application/x-www-form-urlencoded',
+      authorization: `Basic ${Buffer.from(`${ADMIN_CLIENT_ID}:${ADMIN_CLIENT_SECRET}`).toString('base64')}`,
+    },
+    payload: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: ADMIN_CLIENT_REDIRECT_URI, code_verifier: verifier }).toString(),
+  });
+  if (res.statusCode !== 200) throw new Error(`token request failed: ${res.statusCode} ${res.body}`);
+  return (JSON.parse(res.body) as { access_token: string }).access_token;
 }

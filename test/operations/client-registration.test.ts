@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SERVED_GRANT_TYPES } from '../../src/oauth/grant-types.js';
-import { ADMIN_CLIENT_ID, type TestApp } from '../helpers/app.js';
+import { ADMIN_CLIENT_ID, ADMIN_CLIENT_REDIRECT_URI, type TestApp } from '../helpers/app.js';
 import { DATABASE_KINDS } from '../helpers/databases.js';
 import { INACTIVE_SUBJECT_CHALLENGE, INVALID_TOKEN, expectError, expectPrivateJson, startAccessApp } from '../access/support.js';
 
@@ -157,11 +157,16 @@ describe.each(DATABASE_KINDS)('client registration rules on %s', (kind) => {
 
     it('keeps the bootstrap admin client valid: client_credentials in the admin role', async () => {
       const list = await t.request({ url: '/v1/clients?limit=100', token: admin });
-      const bootstrap = (list.json() as { data: Record<string, unknown>[] }).data.find((c) => c.clientId === ADMIN_CLIENT_ID)!;
-      expect(bootstrap).toMatchObject({ grantTypes: ['client_credentials'], role: 'admin', redirectUris: [], postLogoutRedirectUris: [], idTokenSignedResponseAlg: 'RS256' });
-      const { id, clientId: _clientId, createdAt: _createdAt, ...registration } = bootstrap;
-      const put = await t.request({ method: 'PUT', url: `/v1/clients/${id as string}`, token: admin, body: registration });
-      expect(put.statusCode, put.body).toBe(200);
+      const listed = (list.json() as { data: Record<string, unknown>[] }).data.find((c) => c.clientId === ADMIN_CLIENT_ID)!;
+      // The test app registers the admin client for authorization_code too, with a redirect URI (the suites'
+      // user tokens belong to it); the bootstrap's registration is the same less that grant and that URI.
+      expect(listed).toMatchObject({ grantTypes: ['client_credentials', 'authorization_code'], role: 'admin', redirectUris: [ADMIN_CLIENT_REDIRECT_URI], postLogoutRedirectUris: [], idTokenSignedResponseAlg: 'RS256' });
+      const { id, clientId: _clientId, createdAt: _createdAt, ...registration } = listed;
+      const bootstrapped = { ...registration, grantTypes: ['client_credentials'], redirectUris: [] };
+      for (const body of [bootstrapped, registration]) {
+        const put = await t.request({ method: 'PUT', url: `/v1/clients/${id as string}`, token: admin, body });
+        expect(put.statusCode, put.body).toBe(200);
+      }
     });
   });
 
