@@ -20,7 +20,7 @@ export async function purgeExpired(db: Db, now: number = Date.now()): Promise<vo
   await purgeExpiredIdempotencyKeys(db.kysely, new Date(now).toISOString());
   await purgeExpiredAccessTokens(db.kysely, new Date(now - ACCESS_TOKEN_GRACE_MS).toISOString());
   await purgeOldInvalidations(db.kysely, new Date(now - INVALIDATION_RETENTION_MS).toISOString());
-  await purgeExpiredSignInRows(db.kysely, new Date(now - ACCESS_TOKEN_GRACE_MS).toISOString());
+  await purgeExpiredSignInRows(db.kysely, new Date(now).toISOString(), new Date(now - ACCESS_TOKEN_GRACE_MS).toISOString());
 }
 
 /**

@@ -24,18 +24,12 @@ export interface AuthorizationState {
 export async function advanceAuthorization(deps: PageDeps, state: AuthorizationState, page: PageRequest): Promise<string> {
   const { request, client, signedIn } = state;
   const issuer = deps.config.issuer;
-  const now = deps.clock();
-  const signedInHere = state.interaction?.params.kind === 'authorize' && state.interaction.params.signedInAt !== undefined;
-  // Times are whole seconds, so a sign-in in this very second has an elapsed time of 0: `>=` makes max_age=0
-  // ask again as OpenID Connect intends (it is prompt=login), rather than only from the next second on.
-  const tooOld = signedIn !== null && request.maxAge !== null && Math.floor(now / 1000) - signedIn.authTime >= request.maxAge;
-  const mustSignIn = signedIn === null || (!signedInHere && (request.prompt.includes('login') || tooOld));
-  if (mustSignIn) {
+  if (mustSignIn(request, signedIn, state.interaction, deps.clock())) {
     // OpenID Connect Core §3.1.2.6: with prompt=none the answer is an error, never a page.
     if (request.prompt.includes('none')) return errorRedirect(request.redirectUri, issuer, 'login_required', 'The user is not signed in.', request.state);
     return `/oauth/login?interaction=${await interactionFor(deps, state)}`;
   }
-  const consent = await findConsent(deps.db, signedIn.user.id, client.id);
+  const consent = await findConsent(deps.db, signedIn!.user.id, client.id);
   if (needsConsent(client, consent, request.scopes, request.prompt.includes('consent'))) {
     if (request.prompt.includes('none')) {
       return errorRedirect(request.redirectUri, issuer, 'consent_required', 'The user has not allowed this access.', request.state);
@@ -45,7 +39,24 @@ export async function advanceAuthorization(deps: PageDeps, state: AuthorizationS
   if (state.interaction !== null && !(await deps.interactions.complete(state.interaction))) {
     return errorRedirect(request.redirectUri, issuer, 'invalid_request', 'This authorization request was already answered.', request.state);
   }
-  return codeRedirect(deps, request, signedIn, request.scopes, page);
+  return codeRedirect(deps, request, signedIn!, request.scopes, page);
+}
+
+/**
+ * Whether the user must sign in (again) before this request goes on: nobody is signed in, or the client
+ * asked for a fresh sign-in (prompt=login, or max_age shorter than the session's age) and the user has
+ * not signed in during this interaction. Every step of the interaction checks it — the consent page too,
+ * so going to it directly cannot skip the sign-in the client asked for.
+ */
+export function mustSignIn(request: AuthorizationRequest, signedIn: SignedIn | null, interaction: OpenInteraction | null, now: number): boolean {
+  if (signedIn === null) return true;
+  const params = interaction?.params;
+  const signedInHere = params?.kind === 'authorize' && params.signedInAt !== undefined && signedIn.authTime >= params.signedInAt;
+  if (signedInHere) return false;
+  // Times are whole seconds, so a sign-in in this very second has an elapsed time of 0: `>=` makes max_age=0
+  // ask again as OpenID Connect intends (it is prompt=login).
+  const tooOld = request.maxAge !== null && Math.floor(now / 1000) - signedIn.authTime >= request.maxAge;
+  return request.prompt.includes('login') || tooOld;
 }
 
 /** Issues the code for the scopes the user allowed, records the decision, and returns the redirect. */

@@ -137,7 +137,8 @@ const PROMPTS: readonly string[] = ['none', 'login', 'consent'];
 function readPrompt(value: string | undefined, fail: (error: AuthorizationRedirectError['error'], description: string) => never): Prompt[] {
   if (value === undefined) return [];
   const prompts = [...new Set(value.split(' '))];
-  for (const prompt of prompts) if (!PROMPTS.includes(prompt)) fail('invalid_request', `prompt=${prompt} is not supported.`);
+  // The description names the values supported, never the one sent (it is shown by clients, RFC 6749 §4.1.2.1).
+  for (const prompt of prompts) if (!PROMPTS.includes(prompt)) fail('invalid_request', 'prompt must be none, login or consent.');
   // OpenID Connect Core §3.1.2.1: none with any other value is an error.
   if (prompts.includes('none') && prompts.length > 1) fail('invalid_request', 'prompt=none cannot be combined with another value.');
   return prompts as Prompt[];

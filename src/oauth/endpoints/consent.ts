@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { saveConsent } from '../../storage/consents.js';
-import { codeRedirect } from '../authorize/authorization-flow.js';
+import { codeRedirect, mustSignIn } from '../authorize/authorization-flow.js';
 import { errorRedirect } from '../authorize/issue-code.js';
 import type { PageDeps } from '../browser/page-deps.js';
 import { browserBinding } from '../browser/sign-in-sessions.js';
@@ -23,8 +23,8 @@ export function registerConsentPage(scope: FastifyInstance, deps: PageDeps): voi
     const interaction = await deps.interactions.open(singleParam(requestParams(request), 'interaction'), binding.setCookie === null ? binding.browser : null);
     if (!interaction || interaction.params.kind !== 'authorize') return sendPage(reply, EXPIRED);
     const signedIn = await deps.sessions.current(request.headers.cookie);
-    if (!signedIn) return redirect(reply, `/oauth/login?interaction=${interaction.id}`);
     const { request: authorization } = interaction.params;
+    if (!signedIn || mustSignIn(authorization, signedIn, interaction, deps.clock())) return redirect(reply, `/oauth/login?interaction=${interaction.id}`);
     const client = await findClientByClientId(deps.db, authorization.clientId);
     if (!client || client.id !== authorization.clientRegistrationId) return sendPage(reply, EXPIRED);
     return sendPage(
@@ -48,8 +48,8 @@ export function registerConsentPage(scope: FastifyInstance, deps: PageDeps): voi
     if (!interaction || interaction.params.kind !== 'authorize') return sendPage(reply, EXPIRED);
     if (!deps.csrf.verify(singleParam(form, 'csrf_token'), browser, `consent:${interaction.id}`)) return sendPage(reply, FORM_EXPIRED);
     const signedIn = await deps.sessions.current(request.headers.cookie);
-    if (!signedIn) return redirect(reply, `/oauth/login?interaction=${interaction.id}`);
     const { request: authorization } = interaction.params;
+    if (!signedIn || mustSignIn(authorization, signedIn, interaction, deps.clock())) return redirect(reply, `/oauth/login?interaction=${interaction.id}`);
     if (!(await deps.interactions.complete(interaction))) return sendPage(reply, EXPIRED);
     const ticked = new Set(form.getAll('scope'));
     // Only requested scopes can be allowed; a scope the form did not offer is ignored, not added.

@@ -67,8 +67,10 @@ export async function revokeUserTokens(db: Kysely<Database>, userId: string, rev
     .where('subjectType', '=', 'user')
     .where('revokedAt', 'is', null)
     .executeTakeFirst();
-  // Refresh families and sign-in sessions end too: nothing the user signed in with keeps working.
+  // Refresh families and sign-in sessions end too: nothing the user signed in with keeps working, and
+  // nothing granted but not yet redeemed (a code, an approved device) can start a new family afterwards.
   await db.updateTable('refreshTokens').set({ revokedAt }).where('userId', '=', userId).where('revokedAt', 'is', null).execute();
+  await endPendingGrants(db, userId, null, revokedAt);
   await db.updateTable('loginSessions').set({ revokedAt }).where('userId', '=', userId).where('revokedAt', 'is', null).execute();
   await recordInvalidation(db, 'user', userId);
   return Number(result.numUpdatedRows);
@@ -99,5 +101,21 @@ export async function revokeUserClientTokens(db: Kysely<Database>, userId: strin
     .where('clientRegistrationId', '=', clientRegistrationId)
     .where('revokedAt', 'is', null)
     .execute();
+  await endPendingGrants(db, userId, clientRegistrationId, revokedAt);
   await recordInvalidation(db, 'user', userId);
+}
+
+/**
+ * Authorization codes not yet redeemed are marked used, approved device codes denied: of the user's grants
+ * (to one client registration, or to all), none issued before this moment can be redeemed after it.
+ */
+async function endPendingGrants(db: Kysely<Database>, userId: string, clientRegistrationId: string | null, at: string): Promise<void> {
+  let codes = db.updateTable('authorizationCodes').set({ redeemedAt: at }).where('userId', '=', userId).where('redeemedAt', 'is', null);
+  let devices = db.updateTable('deviceCodes').set({ status: 'denied' }).where('userId', '=', userId).where('status', '=', 'approved');
+  if (clientRegistrationId !== null) {
+    codes = codes.where('clientRegistrationId', '=', clientRegistrationId);
+    devices = devices.where('clientRegistrationId', '=', clientRegistrationId);
+  }
+  await codes.execute();
+  await devices.execute();
 }

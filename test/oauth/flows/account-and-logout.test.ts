@@ -116,6 +116,17 @@ describe.each(DATABASE_KINDS)('account page and sign-out on %s', (kind) => {
     expect((await other.browser.get('/oauth/account')).statusCode).toBe(303);
   });
 
+  it('ends what was granted but not yet redeemed too: a code obtained before signing out everywhere is refused after', async () => {
+    const user = await createUser(app.db);
+    const { browser } = await signedInWithTokens(user);
+    const pending = await obtainCode(app, browser, web, user, { scope: 'openid offline_access read:posts' });
+    const page = await browser.get('/oauth/account');
+    const fields = formFields(page.body, '/oauth/account/sign-out-everywhere');
+    await browser.post('/oauth/account/sign-out-everywhere', { csrf_token: fields.csrf_token! });
+    const late = await exchangeCode(app, web, pending.code, { code_verifier: pending.verifier });
+    expectTokenError(late, 400, 'invalid_grant', 'The code was already used; the tokens issued for it are revoked.');
+  });
+
   it('logs out on the RP\'s request (RP-Initiated Logout 1.0) after the user confirms, back to a registered URI with state', async () => {
     const user = await createUser(app.db);
     const { browser, tokens } = await signedInWithTokens(user);

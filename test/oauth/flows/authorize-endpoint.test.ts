@@ -1,9 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { UserRecord } from '../../../src/storage/users.js';
+import { cookieJar } from '../../../src/oauth/browser/cookies.js';
+import { CsrfTokens } from '../../../src/oauth/browser/csrf.js';
 import { DATABASE_KINDS } from '../../helpers/databases.js';
 import type { TestClient } from '../fixtures.js';
 import { Browser, emailField, expectErrorPage, expectPage, hiddenInputs } from './browser.js';
 import {
+  answerConsent,
   authorizeUrl,
   codeOf,
   countRows,
@@ -207,7 +210,7 @@ describe.each(DATABASE_KINDS)('GET /oauth/authorize on %s', (kind) => {
 
     it('refuses response_mode other than query, an unknown prompt, prompt=none with another value and a malformed max_age', async () => {
       expectErrorRedirect(await visit(authorizeUrl(web, { extra: { response_mode: 'fragment' } })), t.config.issuer, 'invalid_request', 'Only response_mode=query is supported.');
-      expectErrorRedirect(await visit(authorizeUrl(web, { extra: { prompt: 'select_account' } })), t.config.issuer, 'invalid_request', 'prompt=select_account is not supported.');
+      expectErrorRedirect(await visit(authorizeUrl(web, { extra: { prompt: 'select_account' } })), t.config.issuer, 'invalid_request', 'prompt must be none, login or consent.');
       expectErrorRedirect(await visit(authorizeUrl(web, { extra: { prompt: 'none login' } })), t.config.issuer, 'invalid_request', 'prompt=none cannot be combined with another value.');
       expectErrorRedirect(await visit(authorizeUrl(web, { extra: { max_age: '-1' } })), t.config.issuer, 'invalid_request', 'max_age must be a number of seconds.');
     });
@@ -261,6 +264,29 @@ describe.each(DATABASE_KINDS)('GET /oauth/authorize on %s', (kind) => {
       const loginPage = await browser.visit(authorizeUrl(client, { extra: { max_age: '0' } }));
       expectPage(loginPage, 'login');
       codeOf(await signIn(browser, loginPage, user.email), t.config.issuer);
+    });
+
+    it('cannot skip the sign-in prompt=login or max_age asks for by going to the consent page directly', async () => {
+      const browser = new Browser(t.oauth.app);
+      const client = await createWebClient(t.db);
+      await obtainCode(t, browser, client, user);
+      for (const extra of [{ prompt: 'login consent' }, { max_age: '0', prompt: 'consent' }]) {
+        const loginPage = await browser.visit(authorizeUrl(client, { extra }));
+        expectPage(loginPage, 'login');
+        const { interaction } = hiddenInputs(loginPage.body);
+        // The consent page sends the browser back to sign in, for its form as for its page.
+        const consentPage = await browser.get(`/oauth/consent?interaction=${interaction}`);
+        expect({ status: consentPage.statusCode, location: consentPage.headers.location }).toEqual({ status: 303, location: `/oauth/login?interaction=${interaction}` });
+        // Even a form with a valid token (as the page would have given) is sent to sign in first.
+        const jar = cookieJar(t.config.issuer);
+        const csrf = new CsrfTokens(t.config.keyEncryptionSecret).issue(browser.cookies.get(jar.browser)!, `consent:${interaction}`);
+        const forced = await browser.post('/oauth/consent', { interaction: interaction!, csrf_token: csrf, decision: 'allow', scope: 'read:posts' });
+        expect({ status: forced.statusCode, location: forced.headers.location }).toEqual({ status: 303, location: `/oauth/login?interaction=${interaction}` });
+        // Signing in then leads to the consent page, and on to a code.
+        const consent = await signIn(browser, loginPage, user.email);
+        expectPage(consent, 'consent');
+        codeOf(await answerConsent(browser, consent), t.config.issuer);
+      }
     });
 
     it('does not ask again when the sign-in is within max_age', async () => {
