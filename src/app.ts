@@ -8,7 +8,7 @@ import { bootstrapIfEmpty, type BootstrapResult } from './bootstrap/first-start.
 import type { Config } from './config/config.js';
 import { ApiError } from './errors/registry.js';
 import { capConnectionsPerAddress, clientErrorHandler, rawErrorResponse } from './http/connection-guard.js';
-import { Cors } from './http/cors.js';
+import { Cors, isPreflight, preflightRefusal } from './http/cors.js';
 import { RateLimiter, rateLimitHeaders } from './limits/rate-limit.js';
 import { SignInThrottle } from './limits/sign-in-throttle.js';
 import { KeyStore } from './oauth/keys/key-store.js';
@@ -281,6 +281,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     if (preflight) return reply.code(204).headers(preflight).send();
     const error = !limit.allowed
       ? new ApiError('RATE_LIMITED', `Too many requests; retry in ${limit.resetSeconds} s.`, { headers: { 'retry-after': String(limit.resetSeconds) } })
+      : allow.length > 0 && isPreflight(request)
+        ? new ApiError('FORBIDDEN', preflightRefusal(request, cors))
       : allow.length > 0
         ? new ApiError('METHOD_NOT_ALLOWED', `${request.method} is not allowed here; use ${allow.join(', ')}.`, {
             headers: { allow: allow.join(', ') },

@@ -57,8 +57,18 @@ function pathOf(request: FastifyRequest): string {
 }
 
 /** A CORS-preflight request (Fetch standard, CORS protocol, "HTTP requests"): OPTIONS naming the method to come. */
-function isPreflight(request: FastifyRequest): boolean {
+export function isPreflight(request: FastifyRequest): boolean {
   return request.method === 'OPTIONS' && request.headers['access-control-request-method'] !== undefined;
+}
+
+/**
+ * Why a preflight got no grant, for the developer reading the browser's network panel: the browser reports
+ * only "blocked by CORS policy", whatever the status. Nothing in it is a secret: the answer's headers show it.
+ */
+export function preflightRefusal(request: FastifyRequest, cors: Cors | null): string {
+  if (!corsCovers(pathOf(request))) return 'This endpoint cannot be called from another origin.';
+  if (cors === null) return 'Cross-origin requests are off on this server (CORS_ORIGINS is not set).';
+  return 'This origin is not one CORS_ORIGINS lists, so a browser may not call the API from it.';
 }
 
 export class Cors {

@@ -100,17 +100,21 @@ describe('CORS with CORS_ORIGINS set', () => {
     });
   });
 
-  it('answers a preflight from an unlisted origin as any OPTIONS request: 405, no CORS headers', async () => {
+  it('refuses a preflight from an unlisted origin with 403 saying why, no CORS headers; a plain OPTIONS stays 405', async () => {
     const plain = await t.request({ method: 'OPTIONS', url: `/v1/posts/${postId}` });
+    expect({ status: plain.statusCode, allow: plain.headers.allow, body: plain.json() }).toEqual({
+      status: 405,
+      allow: 'GET, HEAD, PUT, DELETE',
+      body: { error: { code: 'METHOD_NOT_ALLOWED', message: 'OPTIONS is not allowed here; use GET, HEAD, PUT, DELETE.' } },
+    });
+    expect(corsOf(plain)).toEqual({ vary: 'Origin' });
     const refused = await preflight(t, `/v1/posts/${postId}`, 'https://evil.example', 'DELETE', { 'access-control-request-headers': 'authorization' });
-    for (const res of [plain, refused]) {
-      expect({ status: res.statusCode, allow: res.headers.allow, body: res.json() }).toEqual({
-        status: 405,
-        allow: 'GET, HEAD, PUT, DELETE',
-        body: { error: { code: 'METHOD_NOT_ALLOWED', message: 'OPTIONS is not allowed here; use GET, HEAD, PUT, DELETE.' } },
-      });
-      expect(corsOf(res)).toEqual({ vary: 'Origin' });
-    }
+    expect({ status: refused.statusCode, type: refused.headers['content-type'], body: refused.json() }).toEqual({
+      status: 403,
+      type: 'application/json; charset=utf-8',
+      body: { error: { code: 'FORBIDDEN', message: 'This origin is not one CORS_ORIGINS lists, so a browser may not call the API from it.' } },
+    });
+    expect(corsOf(refused)).toEqual({ vary: 'Origin' });
     // A preflight to a path that does not exist is no permission either.
     const missing = await preflight(t, '/v1/no-such-thing', APP, 'GET');
     expect({ status: missing.statusCode, code: missing.json().error.code, methods: missing.headers['access-control-allow-methods'] }).toEqual({
@@ -138,7 +142,7 @@ describe('CORS with CORS_ORIGINS set', () => {
       const get = await t.request({ url: '/v1/posts', token, headers: { origin } });
       expect({ origin, status: get.statusCode, cors: corsOf(get) }).toEqual({ origin, status: 200, cors: { vary: 'Authorization, Accept, Origin' } });
       const pre = await preflight(t, '/v1/posts', origin, 'POST');
-      expect({ origin, status: pre.statusCode, cors: corsOf(pre) }).toEqual({ origin, status: 405, cors: { vary: 'Origin' } });
+      expect({ origin, status: pre.statusCode, cors: corsOf(pre) }).toEqual({ origin, status: 403, cors: { vary: 'Origin' } });
     }
   });
 
@@ -201,6 +205,9 @@ describe('CORS with CORS_ORIGINS set', () => {
       expect({ url, vary: String(get.headers.vary ?? '') }).toEqual({ url, vary: expect.not.stringContaining('Origin') });
       const pre = await preflight(t, url, APP, 'POST');
       expect({ url, preflight: pre.statusCode === 204, cors: Object.keys(corsOf(pre)).filter((n) => n !== 'vary') }).toEqual({ url, preflight: false, cors: [] });
+      if (pre.statusCode === 403) {
+        expect({ url, body: pre.json() }).toEqual({ url, body: { error: { code: 'FORBIDDEN', message: 'This endpoint cannot be called from another origin.' } } });
+      }
     }
     // The decision is the path's, so pages added later stay out and the listed endpoints stay in.
     for (const page of ['/oauth/authorize', '/oauth/login', '/oauth/consent', '/oauth/device', '/oauth/account', '/oauth/logout', '/oauth/introspect']) {
@@ -223,14 +230,18 @@ describe('CORS without CORS_ORIGINS', () => {
   });
   afterAll(() => t.close());
 
-  it('grants no origin, adds no Vary: Origin, and answers a preflight as any OPTIONS request', async () => {
+  it('grants no origin, adds no Vary: Origin, and refuses a preflight saying CORS is off', async () => {
     const token = await (await t.createUser('member')).token();
     const get = await t.request({ url: '/v1/posts', token, headers: { origin: APP } });
     expect({ status: get.statusCode, cors: corsOf(get) }).toEqual({ status: 200, cors: { vary: 'Authorization, Accept' } });
     const jwks = await t.request({ url: '/oauth/jwks', headers: { origin: APP } });
     expect({ status: jwks.statusCode, cors: corsOf(jwks) }).toEqual({ status: 200, cors: {} });
     const pre = await preflight(t, '/v1/posts', APP, 'POST');
-    expect({ status: pre.statusCode, code: pre.json().error.code, cors: corsOf(pre) }).toEqual({ status: 405, code: 'METHOD_NOT_ALLOWED', cors: {} });
+    expect({ status: pre.statusCode, body: pre.json(), cors: corsOf(pre) }).toEqual({
+      status: 403,
+      body: { error: { code: 'FORBIDDEN', message: 'Cross-origin requests are off on this server (CORS_ORIGINS is not set).' } },
+      cors: {},
+    });
   });
 });
 
