@@ -188,7 +188,7 @@ describe.each(DATABASE_KINDS)('userinfo, introspection and revocation of refresh
       const reply = await userinfo(all.access_token, method);
       expect({ status: reply.statusCode, body: reply.json(), cache: reply.headers['cache-control'] }).toEqual({
         status: 200,
-        body: { sub: user.id, name: 'Ada Lovelace', email: user.email },
+        body: { sub: user.id, name: 'Ada Lovelace', email: user.email, email_verified: false },
         cache: 'no-store',
       });
     }
