@@ -46,6 +46,7 @@ export function registerDevicePages(scope: FastifyInstance, deps: PageDeps): voi
         clientName: client.name,
         userEmail: signedIn.user.email,
         scopes: row.scopes.split(' ').map((name) => ({ name, description: deps.scopeDescriptions[name] ?? name })),
+        userCode: displayUserCode(row.userCode),
       }),
       [binding.setCookie],
     );
