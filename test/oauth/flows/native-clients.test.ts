@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { UserRecord } from '../../../src/storage/users.js';
 import { DATABASE_KINDS } from '../../helpers/databases.js';
-import type { TestClient } from '../fixtures.js';
 import { Browser, expectPage, hiddenInputs, type Reply } from './browser.js';
 import {
   answerConsent,
