@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { deleteConsent, listConsents } from '../../storage/consents.js';
+import { deleteConsent } from '../../storage/consents.js';
+import { listUserApplications } from '../../storage/user-applications.js';
 import { updatePasswordHash } from '../../storage/users.js';
 import type { PageDeps } from '../browser/page-deps.js';
 import { browserBinding, type SignedIn } from '../browser/sign-in-sessions.js';
@@ -15,8 +16,9 @@ const CONTROL = /[\u0000-\u001f\u007f]/;
 
 /**
  * /oauth/account: the signed-in user's own page. The password changes here (the REST `password` field is
- * for administrators), consents are withdrawn here (which ends that application's tokens), and "sign out
- * everywhere" ends every session and token of the user.
+ * for administrators), every application holding a grant of the user's is listed and can be withdrawn
+ * here (which ends that application's tokens), and "sign out everywhere" ends every session and token of
+ * the user.
  */
 export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): void {
   scope.get('/oauth/account', async (request, reply) => {
@@ -64,12 +66,14 @@ export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): vo
     const { signedIn } = context;
     const application = singleParam(form, 'application') ?? '';
     const now = new Date(deps.clock()).toISOString();
-    const removed = await deps.db.transaction().execute(async (trx) => {
-      const deleted = await deleteConsent(trx, signedIn.user.id, application);
-      if (deleted) await revokeUserClientTokens(trx, signedIn.user.id, application, now);
-      return deleted;
-    });
+    // Only an application the page lists: one holding a consent, a refresh family or a live token of the
+    // user's. Its consent is forgotten and its tokens, families, unredeemed codes and approved devices end.
+    const removed = (await listUserApplications(deps.db, signedIn.user.id, now)).some((app) => app.clientRegistrationId === application);
     if (removed) {
+      await deps.db.transaction().execute(async (trx) => {
+        await deleteConsent(trx, signedIn.user.id, application);
+        await revokeUserClientTokens(trx, signedIn.user.id, application, now);
+      });
       deps.forgetUser(signedIn.user.id);
       recordAccount(deps, request.id, signedIn, 'account.revoke_application');
     }
@@ -104,7 +108,7 @@ async function showAccount(
 ): Promise<FastifyReply> {
   const binding = browserBinding(deps.jar, cookie);
   const csrf = (purpose: string) => deps.csrf.issue(binding.browser, purpose);
-  const applications = await listConsents(deps.db, signedIn.user.id);
+  const applications = await listUserApplications(deps.db, signedIn.user.id, new Date(deps.clock()).toISOString());
   return sendPage(
     reply,
     accountPage({
