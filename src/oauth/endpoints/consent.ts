@@ -19,8 +19,8 @@ const EXPIRED = errorPage(400, 'Request expired', 'This authorization request ha
  */
 export function registerConsentPage(scope: FastifyInstance, deps: PageDeps): void {
   scope.get('/oauth/consent', async (request, reply) => {
-    const binding = browserBinding(deps.jar, request.headers.cookie);
-    const interaction = await deps.interactions.open(singleParam(requestParams(request), 'interaction'), binding.setCookie === null ? binding.browser : null);
+    const binding = browserBinding(deps.jar, request.headers.cookie, request.method);
+    const interaction = await deps.interactions.open(singleParam(requestParams(request), 'interaction'), binding.presented ? binding.browser : null);
     if (!interaction || interaction.params.kind !== 'authorize') return sendPage(reply, EXPIRED);
     const signedIn = await deps.sessions.current(request.headers.cookie);
     const { request: authorization } = interaction.params;
@@ -42,8 +42,8 @@ export function registerConsentPage(scope: FastifyInstance, deps: PageDeps): voi
 
   scope.post('/oauth/consent', async (request, reply) => {
     const form = requestParams(request);
-    const binding = browserBinding(deps.jar, request.headers.cookie);
-    const browser = binding.setCookie === null ? binding.browser : null;
+    const binding = browserBinding(deps.jar, request.headers.cookie, request.method);
+    const browser = binding.presented ? binding.browser : null;
     const interaction = await deps.interactions.open(singleParam(form, 'interaction'), browser);
     if (!interaction || interaction.params.kind !== 'authorize') return sendPage(reply, EXPIRED);
     if (!deps.csrf.verify(singleParam(form, 'csrf_token'), browser, `consent:${interaction.id}`)) return sendPage(reply, FORM_EXPIRED);

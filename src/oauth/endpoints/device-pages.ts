@@ -38,7 +38,7 @@ export function registerDevicePages(scope: FastifyInstance, deps: PageDeps): voi
     if (!signedIn) return redirect(reply, `/oauth/login?user_code=${displayUserCode(row.userCode)}`);
     const client = await deviceClient(deps, row);
     if (!client) return sendPage(reply, deviceEntryPage(UNKNOWN, 400));
-    const binding = browserBinding(deps.jar, request.headers.cookie);
+    const binding = browserBinding(deps.jar, request.headers.cookie, request.method);
     return sendPage(
       reply,
       consentPage({
@@ -56,8 +56,8 @@ export function registerDevicePages(scope: FastifyInstance, deps: PageDeps): voi
   scope.post('/oauth/device', async (request, reply) => {
     const form = requestParams(request);
     const code = normalizeUserCode(singleParam(form, 'user_code') ?? '');
-    const binding = browserBinding(deps.jar, request.headers.cookie);
-    const browser = binding.setCookie === null ? binding.browser : null;
+    const binding = browserBinding(deps.jar, request.headers.cookie, request.method);
+    const browser = binding.presented ? binding.browser : null;
     if (code === null || !deps.csrf.verify(singleParam(form, 'csrf_token'), browser, `device:${code}`)) return sendPage(reply, FORM_EXPIRED);
     const signedIn = await deps.sessions.current(request.headers.cookie);
     if (!signedIn) return redirect(reply, `/oauth/login?user_code=${displayUserCode(code)}`);

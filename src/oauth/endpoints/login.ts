@@ -21,10 +21,10 @@ const MAX_FIELD = 1024;
  */
 export function registerLoginPage(scope: FastifyInstance, deps: PageDeps): void {
   scope.get('/oauth/login', async (request, reply) => {
-    const binding = browserBinding(deps.jar, request.headers.cookie);
+    const binding = browserBinding(deps.jar, request.headers.cookie, request.method);
     const query = requestParams(request);
     const id = singleParam(query, 'interaction');
-    const interaction = id === undefined ? unstored(query) : await deps.interactions.open(id, binding.setCookie === null ? binding.browser : null);
+    const interaction = id === undefined ? unstored(query) : await deps.interactions.open(id, binding.presented ? binding.browser : null);
     if (!interaction) return sendPage(reply, EXPIRED, [binding.setCookie]);
     if (interaction.params.kind === 'authorize' && !(await currentRegistration(deps.db, interaction.params.request))) return sendPage(reply, REGISTRATION_CHANGED);
     const model = await formModel(deps, interaction, binding.browser);
@@ -33,8 +33,8 @@ export function registerLoginPage(scope: FastifyInstance, deps: PageDeps): void 
 
   scope.post('/oauth/login', async (request, reply) => {
     const form = requestParams(request);
-    const binding = browserBinding(deps.jar, request.headers.cookie);
-    const browser = binding.setCookie === null ? binding.browser : null;
+    const binding = browserBinding(deps.jar, request.headers.cookie, request.method);
+    const browser = binding.presented ? binding.browser : null;
     const id = singleParam(form, 'interaction');
     const interaction = id === undefined ? unstored(form) : await deps.interactions.open(id, browser);
     if (!interaction) return sendPage(reply, EXPIRED);
