@@ -25,8 +25,6 @@ export async function currentRegistration(db: Kysely<Database>, request: Authori
   if (!found.grantTypes.includes(AUTHORIZATION_CODE)) return null;
   if (matchRedirectUri(found.redirectUris, request.redirectUri) === null) return null;
   if (request.scopes.some((scope) => !found.scopes.includes(scope))) return null;
-  // A client that became public must use PKCE (RFC 9700 §2.1.1), which a request read before may lack.
-  if (found.type === 'public' && request.codeChallenge === null) return null;
   const { secretHash: _secret, ...client } = found;
   return client;
 }
