@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { findClientByClientId } from '../../storage/clients.js';
+import { findClientById } from '../../storage/clients.js';
 import { advanceAuthorization } from '../authorize/authorization-flow.js';
+import { currentRegistration, REGISTRATION_CHANGED } from '../authorize/current-registration.js';
 import type { OpenInteraction } from '../browser/interaction-store.js';
 import type { PageDeps, PageRequest } from '../browser/page-deps.js';
 import { browserBinding, type SignedIn } from '../browser/sign-in-sessions.js';
@@ -20,19 +21,20 @@ const MAX_FIELD = 1024;
  */
 export function registerLoginPage(scope: FastifyInstance, deps: PageDeps): void {
   scope.get('/oauth/login', async (request, reply) => {
-    const binding = browserBinding(deps.jar, request.headers.cookie);
+    const binding = browserBinding(deps.jar, request.headers.cookie, request.method);
     const query = requestParams(request);
     const id = singleParam(query, 'interaction');
-    const interaction = id === undefined ? unstored(query) : await deps.interactions.open(id, binding.setCookie === null ? binding.browser : null);
+    const interaction = id === undefined ? unstored(query) : await deps.interactions.open(id, binding.presented ? binding.browser : null);
     if (!interaction) return sendPage(reply, EXPIRED, [binding.setCookie]);
+    if (interaction.params.kind === 'authorize' && !(await currentRegistration(deps.db, interaction.params.request))) return sendPage(reply, REGISTRATION_CHANGED);
     const model = await formModel(deps, interaction, binding.browser);
     return sendPage(reply, loginPage({ ...model, error: null }), [binding.setCookie]);
   });
 
   scope.post('/oauth/login', async (request, reply) => {
     const form = requestParams(request);
-    const binding = browserBinding(deps.jar, request.headers.cookie);
-    const browser = binding.setCookie === null ? binding.browser : null;
+    const binding = browserBinding(deps.jar, request.headers.cookie, request.method);
+    const browser = binding.presented ? binding.browser : null;
     const id = singleParam(form, 'interaction');
     const interaction = id === undefined ? unstored(form) : await deps.interactions.open(id, browser);
     if (!interaction) return sendPage(reply, EXPIRED);
@@ -77,12 +79,11 @@ async function continueAfterSignIn(
     return redirect(reply, `/oauth/device?user_code=${encodeURIComponent(params.userCode)}`, cookies);
   }
   if (params.kind === 'account') return redirect(reply, '/oauth/account', cookies);
+  const client = await currentRegistration(deps.db, params.request);
+  if (!client) return sendPage(reply, REGISTRATION_CHANGED, cookies);
   const updated = { ...params, signedInAt: signedIn.authTime };
   await deps.interactions.update(interaction, updated);
-  const client = await findClientByClientId(deps.db, params.request.clientId);
-  if (!client || client.id !== params.request.clientRegistrationId) return sendPage(reply, EXPIRED, cookies);
-  const { secretHash: _secret, ...record } = client;
-  const location = await advanceAuthorization(deps, { request: params.request, client: record, signedIn, browser, interaction: { ...interaction, params: updated } }, page);
+  const location = await advanceAuthorization(deps, { request: params.request, client, signedIn, browser, interaction: { ...interaction, params: updated } }, page);
   return redirect(reply, location, cookies);
 }
 
@@ -102,7 +103,7 @@ async function formModel(deps: PageDeps, interaction: OpenInteraction, browser: 
   let email = '';
   let formTargets: string[] = [];
   if (params.kind === 'authorize') {
-    clientName = (await findClientByClientId(deps.db, params.request.clientId))?.name ?? null;
+    clientName = (await findClientById(deps.db, params.request.clientRegistrationId))?.name ?? null;
     email = params.request.loginHint ?? '';
     // The form's answer may be the redirect back to the client (consent remembered).
     formTargets = [originOf(params.request.redirectUri)];

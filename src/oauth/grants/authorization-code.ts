@@ -6,6 +6,7 @@ import { findUserById } from '../../storage/users.js';
 import { AUTHORIZATION_CODE } from '../authorize/authorization-request.js';
 import { OAuthError } from '../oauth-error.js';
 import { checkPkce } from '../pkce.js';
+import { matchRedirectUri } from '../redirect-uri.js';
 import { digestSecret } from '../secrets.js';
 import { revokeReplayedGrant } from '../tokens/access-token-records.js';
 import type { UserGrant } from '../tokens/user-tokens.js';
@@ -40,6 +41,9 @@ export async function grantAuthorizationCode(
   // Redeemed (burnt) from here: a wrong verifier or redirect_uri does not leave the code open to more guesses.
   if (Date.parse(row.expiresAt) <= now) throw new OAuthError('invalid_grant', 'The code has expired.');
   if (row.redirectUri !== redirectUri) throw new OAuthError('invalid_grant', 'redirect_uri does not match the authorization request.');
+  // The registration may have lost that redirect URI since the code was issued: the code went to an
+  // address that may no longer be the client's, so it buys nothing.
+  if (matchRedirectUri(client.redirectUris, row.redirectUri) === null) throw new OAuthError('invalid_grant', 'The redirect_uri is no longer registered for this client.');
   checkPkce(verifier, row.codeChallenge);
   const user = await findUserById(db, row.userId);
   if (!user || !user.active) throw new OAuthError('invalid_grant', 'The user who granted the code can no longer sign in.');
