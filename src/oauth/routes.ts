@@ -15,6 +15,7 @@ import type { SignInThrottle } from '../limits/sign-in-throttle.js';
 import { cookieJar } from './browser/cookies.js';
 import { CsrfTokens } from './browser/csrf.js';
 import { InteractionStore } from './browser/interaction-store.js';
+import { KnownDevices } from './browser/known-devices.js';
 import type { PageDeps } from './browser/page-deps.js';
 import { SignInSessions } from './browser/sign-in-sessions.js';
 import { registerAuthorizeEndpoint } from './endpoints/authorize.js';
@@ -41,7 +42,7 @@ export interface OAuthDeps {
   scopes: readonly string[];
   /** Requests per address and window (RATE_LIMIT_ANONYMOUS_MAX); absent in unit tests of the endpoints. */
   limiter?: RateLimiter;
-  /** Failed passwords per account and address (login page, password grant). */
+  /** Failed passwords and user codes (login, account and device pages, password grant). */
   throttle: SignInThrottle;
   /** The contract's scope catalogue with descriptions, for the consent page. */
   scopeDescriptions: Readonly<Record<string, string>>;
@@ -119,6 +120,7 @@ function pagesDeps(deps: OAuthDeps): PageDeps {
     sessions: new SignInSessions(deps.db.kysely, jar, deps.config.signIn.sessionTtl, clock),
     interactions: new InteractionStore(deps.db.kysely, clock),
     throttle: deps.throttle,
+    knownDevices: new KnownDevices(deps.config.keyEncryptionSecret, jar, clock),
     scopeDescriptions: deps.scopeDescriptions,
     audit: deps.audit,
     forgetUser: deps.forgetUser,
