@@ -166,7 +166,8 @@ describe.each(DATABASE_KINDS)('login and consent pages on %s', (kind) => {
       const refused = await browser.post('/oauth/login', { ...form, email: target.email.toUpperCase(), password: PASSWORD });
       expectPage(refused, 'login', 429);
       expect(pageAlert(refused.body)).toBe('Too many failed sign-ins. Try again in 15 minutes.');
-      expect(Number(refused.headers['retry-after'])).toBeGreaterThan(890);
+      // The window opened when the first guess was reserved, before its password check (seconds on a loaded machine).
+      expect(Number(refused.headers['retry-after'])).toBeGreaterThan(840);
       expect(Number(refused.headers['retry-after'])).toBeLessThanOrEqual(900);
       await expectNoSignIn(refused, sessions);
       // The budget of this account from this address: five guesses do not lock the account's owner out
