@@ -81,7 +81,7 @@ describe('device user codes (RFC 8628 §6.1)', () => {
 describe('page cookies and form tokens', () => {
   it('names cookies with __Host- and marks them Secure over https only', () => {
     const https = cookieJar('https://auth.example');
-    expect(https).toEqual({ browser: '__Host-portcullis-browser', session: '__Host-portcullis-session', secure: true });
+    expect(https).toEqual({ browser: '__Host-portcullis-browser', session: '__Host-portcullis-session', device: '__Host-portcullis-device', secure: true });
     expect(serializeCookie(https, https.session, 'v', 60)).toBe('__Host-portcullis-session=v; Path=/; HttpOnly; SameSite=Lax; Secure; Max-Age=60');
     const http = cookieJar('http://127.0.0.1:3000');
     expect(serializeCookie(http, http.browser, 'v', null)).toBe('portcullis-browser=v; Path=/; HttpOnly; SameSite=Lax');

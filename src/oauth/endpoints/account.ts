@@ -34,12 +34,13 @@ export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): vo
     const { signedIn } = context;
     const current = singleParam(form, 'current_password') ?? '';
     const next = singleParam(form, 'new_password') ?? '';
-    const verdict = await deps.throttle.check(signedIn.user.email, request.ip);
-    if (!verdict.allowed) {
+    const attempt = { account: signedIn.user.email, address: request.ip, knownDevice: deps.knownDevices.recognize(request.headers.cookie, signedIn.user.email) };
+    const outcome = await deps.throttle.attempt(attempt, async () => (current.length > 256 ? null : verifyUserCredentials(deps.db, signedIn.user.email, current)));
+    if (outcome.throttled) {
+      reply.header('retry-after', String(outcome.retryAfterSeconds));
       return showAccount(deps, reply, signedIn, request, { notice: null, error: 'Too many wrong passwords; try again later.', status: 429 });
     }
-    if (current.length > 256 || (await verifyUserCredentials(deps.db, signedIn.user.email, current)) === null) {
-      await deps.throttle.failed(signedIn.user.email, request.ip);
+    if (outcome.value === null) {
       return showAccount(deps, reply, signedIn, request, { notice: null, error: 'The current password is wrong.', status: 400 });
     }
     if (next.length < 12 || next.length > 256 || CONTROL.test(next)) {

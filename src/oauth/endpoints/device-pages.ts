@@ -23,17 +23,17 @@ export function registerDevicePages(scope: FastifyInstance, deps: PageDeps): voi
   scope.get('/oauth/device', async (request, reply) => {
     const entered = singleParam(requestParams(request), 'user_code');
     if (entered === undefined) return sendPage(reply, deviceEntryPage(null));
-    const verdict = await deps.throttle.check(null, request.ip);
-    if (!verdict.allowed) {
-      reply.header('retry-after', String(verdict.retryAfterSeconds));
-      return sendPage(reply, deviceEntryPage(`Too many wrong codes. Try again in ${Math.ceil(verdict.retryAfterSeconds / 60)} minutes.`, 429));
+    const outcome = await deps.throttle.attempt({ account: null, address: request.ip }, async () => {
+      const code = normalizeUserCode(entered);
+      const found = code === null ? null : await findDeviceCodeByUserCode(deps.db, code);
+      return found && found.status === 'pending' && Date.parse(found.expiresAt) > deps.clock() ? found : null;
+    });
+    if (outcome.throttled) {
+      reply.header('retry-after', String(outcome.retryAfterSeconds));
+      return sendPage(reply, deviceEntryPage(`Too many wrong codes. Try again in ${Math.ceil(outcome.retryAfterSeconds / 60)} minutes.`, 429));
     }
-    const code = normalizeUserCode(entered);
-    const row = code === null ? null : await findDeviceCodeByUserCode(deps.db, code);
-    if (!row || row.status !== 'pending' || Date.parse(row.expiresAt) <= deps.clock()) {
-      await deps.throttle.failed(null, request.ip);
-      return sendPage(reply, deviceEntryPage(UNKNOWN, 400));
-    }
+    const row = outcome.value;
+    if (!row) return sendPage(reply, deviceEntryPage(UNKNOWN, 400));
     const signedIn = await deps.sessions.current(request.headers.cookie);
     if (!signedIn) return redirect(reply, `/oauth/login?user_code=${displayUserCode(row.userCode)}`);
     const client = await deviceClient(deps, row);

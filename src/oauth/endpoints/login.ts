@@ -43,25 +43,28 @@ export function registerLoginPage(scope: FastifyInstance, deps: PageDeps): void 
     const password = singleParam(form, 'password') ?? '';
     const page: PageRequest = { requestId: request.id, address: request.ip };
     const model = await formModel(deps, interaction, binding.browser);
-    const verdict = await deps.throttle.check(email, request.ip);
-    if (!verdict.allowed) {
-      reply.header('retry-after', String(verdict.retryAfterSeconds));
-      return sendPage(reply, loginPage({ ...model, email, status: 429, error: `Too many failed sign-ins. Try again in ${Math.ceil(verdict.retryAfterSeconds / 60)} minutes.` }));
+    const knownDevice = deps.knownDevices.recognize(request.headers.cookie, email);
+    const outcome = await deps.throttle.attempt({ account: email, address: request.ip, knownDevice }, async () =>
+      email === '' || password === '' || password.length > MAX_FIELD ? null : verifyUserCredentials(deps.db, email, password),
+    );
+    if (outcome.throttled) {
+      reply.header('retry-after', String(outcome.retryAfterSeconds));
+      return sendPage(reply, loginPage({ ...model, email, status: 429, error: `Too many failed sign-ins. Try again in ${Math.ceil(outcome.retryAfterSeconds / 60)} minutes.` }));
     }
-    const user = email === '' || password === '' || password.length > MAX_FIELD ? null : await verifyUserCredentials(deps.db, email, password);
+    const user = outcome.value;
     if (!user) {
-      await deps.throttle.failed(email, request.ip);
       recordLogin(deps, page, null, 'deny');
       return sendPage(reply, loginPage({ ...model, email, status: 401, error: 'The email or password is wrong.' }));
     }
-    await deps.throttle.succeeded(email);
     // A fresh session on every sign-in; the one the browser had (another user's, perhaps) ends.
     const previous = await deps.sessions.current(request.headers.cookie);
     if (previous) await deps.sessions.end(previous.sessionId);
     const started = await deps.sessions.start(user.id);
     recordLogin(deps, page, user.id, 'allow');
     const signedIn: SignedIn = { sessionId: started.sessionId, user, authTime: started.authTime };
-    return continueAfterSignIn(deps, reply, interaction, signedIn, binding.browser, page, [started.setCookie]);
+    // This browser is now known to the account: guesses from elsewhere do not lock it out.
+    const cookies = [started.setCookie, deps.knownDevices.remember(user.email)];
+    return continueAfterSignIn(deps, reply, interaction, signedIn, binding.browser, page, cookies);
   });
 }
 

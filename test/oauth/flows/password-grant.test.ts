@@ -157,7 +157,8 @@ describe.each(DATABASE_KINDS)('the password grant on %s', (kind) => {
       const refused = await passwordGrant(t, legacy, { username: target.email, password: PASSWORD });
       expect(refused.statusCode).toBe(400);
       const retryAfter = Number(refused.headers['retry-after']);
-      expect(retryAfter).toBeGreaterThan(890);
+      // The window opened when the first guess was reserved, before its password check (seconds on a loaded machine).
+      expect(retryAfter).toBeGreaterThan(840);
       expect(retryAfter).toBeLessThanOrEqual(900);
       expect(refused.json()).toEqual({ error: 'invalid_grant', error_description: `Too many failed sign-ins; retry in ${retryAfter} s.` });
       expect(await countRows(t.db, 'accessTokens')).toBe(before);
