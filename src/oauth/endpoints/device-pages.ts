@@ -3,7 +3,8 @@ import { findClientByClientId } from '../../storage/clients.js';
 import { saveConsent } from '../../storage/consents.js';
 import { decideDeviceCode, findDeviceCodeByUserCode } from '../../storage/device-codes.js';
 import type { PageDeps } from '../browser/page-deps.js';
-import { browserBinding } from '../browser/sign-in-sessions.js';
+import { browserBinding, lockSignedIn } from '../browser/sign-in-sessions.js';
+import { writeTransaction } from '../../storage/write-transaction.js';
 import { displayUserCode, normalizeUserCode } from '../device/user-code.js';
 import { consentPage } from '../pages/consent-page.js';
 import { deviceDonePage, deviceEntryPage } from '../pages/device-pages.js';
@@ -66,7 +67,13 @@ export function registerDevicePages(scope: FastifyInstance, deps: PageDeps): voi
     const allowed = requested.filter((name) => ticked.has(name));
     const approved = singleParam(form, 'decision') === 'allow' && allowed.length > 0;
     const decision = { status: approved ? ('approved' as const) : ('denied' as const), userId: signedIn.user.id, authTime: new Date(signedIn.authTime * 1000).toISOString(), scopes: (approved ? allowed : requested).join(' ') };
-    if (!(await decideDeviceCode(deps.db, row.deviceCodeHash, decision))) return sendPage(reply, deviceEntryPage(UNKNOWN, 400));
+    // An approval is stored only while the session that gives it is live (lockSignedIn): one stored after
+    // "sign out everywhere" would let the device start a family afterwards.
+    const recorded = await writeTransaction(deps.db, async (trx) => {
+      if (approved && !(await lockSignedIn(trx, signedIn, deps.clock()))) return false;
+      return decideDeviceCode(trx, row.deviceCodeHash, decision);
+    });
+    if (!recorded) return sendPage(reply, deviceEntryPage(UNKNOWN, 400));
     // The device is an application the user allowed: the account page lists it, and withdrawing it ends its tokens.
     if (approved) {
       await saveConsent(deps.db, {

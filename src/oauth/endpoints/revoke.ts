@@ -5,6 +5,7 @@ import { isInvalidTokenError } from '../tokens/invalid-token-error.js';
 import { findRefreshToken } from '../../storage/refresh-tokens.js';
 import { digestSecret } from '../secrets.js';
 import { revokeGrant } from '../tokens/access-token-records.js';
+import { lockUserForRevocation } from '../../storage/row-locks.js';
 
 const REFRESH_TOKEN_SHAPE = /^[A-Za-z0-9_-]{43}$/;
 import { authenticateAudited, readFormParams, type RecordDecision, type TokenEndpointDeps } from './token.js';
@@ -32,7 +33,11 @@ export function registerRevocationEndpoint(scope: FastifyInstance, deps: TokenEn
         decided({ subject: null, clientId: client.clientId, resourceType: 'grant', resourceId: null, decision: 'deny', reason: 'resource' });
         throw new OAuthError('unauthorized_client', 'The token was not issued to this client.');
       }
-      await deps.db.kysely.transaction().execute((trx) => revokeGrant(trx, refresh.familyId, new Date().toISOString()));
+      // Under the user's lock: a refresh of this family in progress commits first, and its new tokens end too.
+      await deps.db.kysely.transaction().execute(async (trx) => {
+        await lockUserForRevocation(trx, refresh.userId);
+        await revokeGrant(trx, refresh.familyId, new Date().toISOString());
+      });
       deps.tokens.evictGrant(refresh.familyId);
       decided({ subject: refresh.userId, clientId: client.clientId, resourceType: 'grant', resourceId: refresh.familyId, decision: 'allow', reason: 'granted' });
       return reply.headers(NO_STORE_HEADERS).send();

@@ -19,7 +19,8 @@ import { grantPassword, PASSWORD } from '../grants/password.js';
 import { grantDeviceCode } from '../grants/device-code.js';
 import { DEVICE_CODE } from '../device/device-authorization.js';
 import { grantRefreshToken } from '../grants/refresh-token.js';
-import { issueUserTokens, REFRESH_TOKEN, type UserGrant, type UserTokenDeps } from '../tokens/user-tokens.js';
+import { REFRESH_TOKEN, signUserTokens, type UserTokenDeps } from '../tokens/user-tokens.js';
+import { commitUserGrant, type CheckedGrant } from '../grants/grant-commit.js';
 import { revokeGrant } from '../tokens/access-token-records.js';
 import { hasInvalidationSince } from '../../storage/invalidations.js';
 
@@ -31,6 +32,8 @@ export interface TokenEndpointDeps {
   config: Config;
   throttle: SignInThrottle;
   clock?: () => number;
+  /** Tests only: awaited once a user grant is checked and its tokens signed, before its transaction (grant-commit.ts). */
+  beforeGrantCommit?: () => Promise<void>;
 }
 
 type FormParams = Readonly<Record<string, string>>;
@@ -63,8 +66,10 @@ function userTokenDeps(deps: TokenEndpointDeps): UserTokenDeps {
   };
 }
 
-async function issueFor(deps: TokenEndpointDeps, grant: UserGrant, now: number): Promise<Issued> {
-  const issued = await issueUserTokens(userTokenDeps(deps), grant);
+async function issueFor(deps: TokenEndpointDeps, grant: CheckedGrant, now: number): Promise<Issued> {
+  const { tokens: issued, rows } = await signUserTokens(userTokenDeps(deps), grant);
+  await deps.beforeGrantCommit?.();
+  await commitUserGrant(deps.db.kysely, grant, rows);
   await coverConcurrentRevocation(deps, grant.grantId, now);
   return { ...issued, subject: grant.userId };
 }
