@@ -51,6 +51,7 @@ export interface OAuthDeps {
   authenticateBearer(authorization: string | undefined): Promise<Principal>;
   /** Tests only: where a grant or a code issuance waits for a concurrent revocation to be made (token.ts, page-deps.ts). */
   beforeGrantCommit?: TokenEndpointDeps['beforeGrantCommit'];
+  duringGrantCommit?: TokenEndpointDeps['duringGrantCommit'];
   beforeCodeIssued?: PageDeps['beforeCodeIssued'];
 }
 

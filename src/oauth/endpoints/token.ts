@@ -34,6 +34,8 @@ export interface TokenEndpointDeps {
   clock?: () => number;
   /** Tests only: awaited once a user grant is checked and its tokens signed, before its transaction (grant-commit.ts). */
   beforeGrantCommit?: () => Promise<void>;
+  /** Tests only: awaited inside the grant's transaction, with the locks held and the code or token used, before the tokens are stored. */
+  duringGrantCommit?: () => Promise<void>;
 }
 
 type FormParams = Readonly<Record<string, string>>;
@@ -69,7 +71,7 @@ function userTokenDeps(deps: TokenEndpointDeps): UserTokenDeps {
 async function issueFor(deps: TokenEndpointDeps, grant: CheckedGrant, now: number): Promise<Issued> {
   const { tokens: issued, rows } = await signUserTokens(userTokenDeps(deps), grant);
   await deps.beforeGrantCommit?.();
-  await commitUserGrant(deps.db.kysely, grant, rows);
+  await commitUserGrant(deps.db.kysely, grant, rows, deps.duringGrantCommit);
   await coverConcurrentRevocation(deps, grant.grantId, now);
   return { ...issued, subject: grant.userId };
 }

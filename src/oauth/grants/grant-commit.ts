@@ -29,9 +29,10 @@ export interface CheckedGrant extends UserGrant {
  * dead") because it leaves no window by construction, adds nothing to token verification (a cut-off would
  * be one more lookup on every cache miss, compared across instances' clocks), and costs only the lock: a
  * user's grants are rare and short, and a client's grants for different users share its lock. Signing
- * happens before the transaction, so the locks are held for a few statements.
+ * happens before the transaction, so the locks are held for a few statements. `beforeInsert` is a test
+ * seam: a revocation started there must wait for this commit and then revoke what it stored.
  */
-export async function commitUserGrant(db: Kysely<Database>, grant: CheckedGrant, rows: UserTokenRows): Promise<void> {
+export async function commitUserGrant(db: Kysely<Database>, grant: CheckedGrant, rows: UserTokenRows, beforeInsert?: () => Promise<void>): Promise<void> {
   const refusal = await writeTransaction(db, async (trx) => {
     const user = await lockUser(trx, grant.userId);
     const registration = await lockClientRegistration(trx, grant.client.id);
@@ -42,6 +43,7 @@ export async function commitUserGrant(db: Kysely<Database>, grant: CheckedGrant,
     }
     const refused = await grant.claim(trx, user);
     if (refused !== null) return refused;
+    await beforeInsert?.();
     await insertUserTokenRows(trx, rows);
     return null;
   });
