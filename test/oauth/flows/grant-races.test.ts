@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { policy } from '../../../generated/policy.js';
 import { handlers } from '../../../src/operations/index.js';
@@ -124,7 +125,11 @@ describe.each(DATABASE_KINDS)('grants racing revocations on %s', (kind) => {
     expect({ access: await access.execute(), refresh: await refreshes.execute(), codes: await codes.execute() }).toEqual({ access: [], refresh: [], codes: [] });
   }
 
-  /** Runs the grant, holds it at `pause`, revokes, lets it go: before the transaction the revocation completes first; during it, it must wait. */
+  /**
+   * Runs the grant, holds it at `pause`, revokes, lets it go. Before the grant's transaction the revocation
+   * completes first; during it the revocation must wait for the grant's locks (on SQLite, for the one
+   * connection) and then end what the grant stored.
+   */
   async function race(pause: Pause, grant: () => Promise<Reply>, revoke: () => Promise<unknown>): Promise<Reply> {
     const gate = pause.arm();
     const pending = grant();
@@ -135,9 +140,26 @@ describe.each(DATABASE_KINDS)('grants racing revocations on %s', (kind) => {
       return pending;
     }
     const revoked = revoke();
+    if (kind === 'postgres') await waitingOrDone(revoked);
     gate.release();
     const [reply] = await Promise.all([pending, revoked]);
     return reply;
+  }
+
+  /**
+   * Until the revocation waits for a lock (PostgreSQL shows it in pg_stat_activity) or has finished without
+   * waiting: released before that, the grant could commit before the revocation even began.
+   */
+  async function waitingOrDone(revocation: Promise<unknown>): Promise<void> {
+    let done = false;
+    revocation.then(() => (done = true), () => (done = true));
+    const deadline = Date.now() + 10_000;
+    while (!done) {
+      const waiting = await sql<{ pid: number }>`select pid from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(app.db.kysely);
+      if (waiting.rows.length > 0) return;
+      if (Date.now() > deadline) throw new Error('the revocation neither waited nor finished');
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
   }
 
   const changePassword = async (browser: Browser) => {
