@@ -49,10 +49,9 @@ export async function revokeGrant(db: Kysely<Database>, grantId: string, revoked
 }
 
 /**
- * Ends a grant whose code or refresh token was presented again. A concurrent request that won the same
- * code or token may still be writing its tokens, which the revocation would miss: the invalidation is
- * recorded first, on its own, so that either the winner finds it after writing (and revokes again) or the
- * revocation starts after the winner's tokens exist.
+ * Ends a grant whose refresh token was found used already. The winner stored its tokens in the same
+ * transaction that used the token (grants/grant-commit.ts), so they exist by now; the invalidation is still
+ * recorded first, on its own, so that a winner that finds it afterwards (token.ts) revokes again.
  */
 export async function revokeReplayedGrant(db: Kysely<Database>, grantId: string, revokedAt: string): Promise<void> {
   await recordInvalidation(db, 'grant', grantId);
