@@ -40,10 +40,13 @@ export async function grantDeviceCode(db: Kysely<Database>, client: ClientRecord
     grantType: DEVICE_CODE,
     authTime: Math.floor(Date.parse(row.authTime ?? new Date(now).toISOString()) / 1000),
     nonce: null,
-    // In the grant's transaction: an approval ended since it was read (the user signed out everywhere) is
-    // no longer approved.
     claim: async (trx, user) => {
-      if (!(await redeemDeviceCode(trx, hash))) return new OAuthError('invalid_grant', 'The device code was already used.');
+      if (!(await redeemDeviceCode(trx, hash))) {
+        // Redeemed by a concurrent poll, or the approval ended since it was read (the user signed out everywhere).
+        const current = await findDeviceCode(trx, hash);
+        if (current?.status === 'denied') return new OAuthError('access_denied', 'The user denied the request.');
+        return new OAuthError('invalid_grant', 'The device code was already used.');
+      }
       if (!user || !user.active) return new OAuthError('invalid_grant', 'The user who approved the device can no longer sign in.');
       return null;
     },

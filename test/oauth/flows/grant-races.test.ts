@@ -9,7 +9,7 @@ import { newId, nowIso } from '../../../src/storage/ids.js';
 import { insertRefreshToken } from '../../../src/storage/refresh-tokens.js';
 import type { UserRecord } from '../../../src/storage/users.js';
 import { DATABASE_KINDS } from '../../helpers/databases.js';
-import type { TestClient } from '../fixtures.js';
+import { createClient, type TestClient } from '../fixtures.js';
 import { basic, form, FORM } from '../oauth-app.js';
 import { Browser, hiddenInputs, type Reply } from './browser.js';
 import {
@@ -27,6 +27,7 @@ import {
   pkce,
   refresh,
   signIn,
+  tokenRequest,
   type FlowApp,
   type TokenResponse,
 } from './flow.js';
@@ -34,6 +35,8 @@ import {
 const SCOPE = 'openid offline_access read:posts';
 const REFRESH_REVOKED = 'The refresh token was revoked.';
 const CODE_ENDED = 'The code was already used; the tokens issued for it are revoked.';
+const DEVICE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
+const DEVICE_SCOPE = 'read:posts offline_access';
 
 /**
  * One of the server's test seams, held at its next passage until the test releases it: the test makes its
@@ -77,7 +80,7 @@ describe.each(DATABASE_KINDS)('grants racing revocations on %s', (kind) => {
   const beforeCode = new Pause();
 
   beforeAll(async () => {
-    app = await openFlowApp(kind, {}, { beforeGrantCommit: before.seam, duringGrantCommit: during.seam, beforeCodeIssued: beforeCode.seam });
+    app = await openFlowApp(kind, { OAUTH_PASSWORD_GRANT: 'enabled' }, { beforeGrantCommit: before.seam, duringGrantCommit: during.seam, beforeCodeIssued: beforeCode.seam });
     web = await createWebClient(app.db);
   });
   afterAll(() => app.close());
@@ -280,6 +283,43 @@ describe.each(DATABASE_KINDS)('grants racing revocations on %s', (kind) => {
           expect((await userinfo(issued.access_token)).statusCode).toBe(401);
         }
         await expectNothingLive(user.id, client.client.id);
+      });
+
+      it('a device code redeemed while the user signs out everywhere: its tokens never work', async () => {
+        const user = await createUser(app.db);
+        const tv = await createClient(app.db, { name: 'Living-room TV', type: 'public', secretHash: null, grantTypes: [DEVICE_GRANT, 'refresh_token'], scopes: ['read:posts', 'offline_access'], role: null });
+        const started = (await app.oauth.app.inject({ method: 'POST', url: '/oauth/device_authorization', headers: FORM, payload: form({ client_id: tv.client.clientId, scope: DEVICE_SCOPE }) })).json() as { device_code: string; user_code: string };
+        const browser = new Browser(app.oauth.app);
+        const login = await browser.visit(`/oauth/device?user_code=${started.user_code}`);
+        const consent = await browser.submit('/oauth/login', { ...hiddenInputs(login.body), email: user.email, password: PASSWORD });
+        const done = await browser.submit('/oauth/device', [...Object.entries(hiddenInputs(consent.body)), ['scope', 'read:posts'], ['scope', 'offline_access'], ['decision', 'allow']]);
+        expect(done.statusCode).toBe(200);
+        const poll = () => app.oauth.app.inject({ method: 'POST', url: '/oauth/token', headers: FORM, payload: form({ grant_type: DEVICE_GRANT, device_code: started.device_code, client_id: tv.client.clientId }) });
+        const reply = await race(pause, poll, await signOutEverywhere(browser));
+        if (position === 'before') {
+          expectTokenError(reply, 400, 'access_denied', 'The user denied the request.');
+        } else {
+          const tokens = expectTokens(reply, { scope: DEVICE_SCOPE, refreshToken: true, idToken: false });
+          expect((await userinfo(tokens.access_token)).statusCode).toBe(401);
+          expectTokenError(await tokenRequest(app, tv, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token! }), 400, 'invalid_grant', REFRESH_REVOKED);
+        }
+        await expectNothingLive(user.id);
+      });
+
+      it('a password grant racing a change of that password: its tokens never work', async () => {
+        const user = await createUser(app.db);
+        const legacy = await createClient(app.db, { name: 'Legacy app', legacy: true, grantTypes: ['password', 'refresh_token'], scopes: ['read:posts', 'offline_access'], role: null });
+        const { browser } = await signedInWithTokens(user);
+        const grant = () => tokenRequest(app, legacy, { grant_type: 'password', username: user.email, password: PASSWORD });
+        const reply = await race(pause, grant, await changePassword(browser));
+        if (position === 'before') {
+          expectTokenError(reply, 400, 'invalid_grant', 'The account changed during the request; sign in again.');
+        } else {
+          const tokens = expectTokens(reply, { scope: 'read:posts offline_access', refreshToken: true, idToken: false });
+          expect((await userinfo(tokens.access_token)).statusCode).toBe(401);
+          expectTokenError(await tokenRequest(app, legacy, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token! }), 400, 'invalid_grant', REFRESH_REVOKED);
+        }
+        await expectNothingLive(user.id);
       });
     });
   }
