@@ -69,11 +69,13 @@ export function registerDevicePages(scope: FastifyInstance, deps: PageDeps): voi
     const decision = { status: approved ? ('approved' as const) : ('denied' as const), userId: signedIn.user.id, authTime: new Date(signedIn.authTime * 1000).toISOString(), scopes: (approved ? allowed : requested).join(' ') };
     // An approval is stored only while the session that gives it is live (lockSignedIn): one stored after
     // "sign out everywhere" would let the device start a family afterwards.
+    await deps.beforeCodeIssued?.();
     const recorded = await writeTransaction(deps.db, async (trx) => {
-      if (approved && !(await lockSignedIn(trx, signedIn, deps.clock()))) return false;
-      return decideDeviceCode(trx, row.deviceCodeHash, decision);
+      if (approved && !(await lockSignedIn(trx, signedIn, deps.clock()))) return 'signed out';
+      return (await decideDeviceCode(trx, row.deviceCodeHash, decision)) ? 'recorded' : 'answered already';
     });
-    if (!recorded) return sendPage(reply, deviceEntryPage(UNKNOWN, 400));
+    if (recorded === 'signed out') return redirect(reply, `/oauth/login?user_code=${displayUserCode(code)}`);
+    if (recorded === 'answered already') return sendPage(reply, deviceEntryPage(UNKNOWN, 400));
     // The device is an application the user allowed: the account page lists it, and withdrawing it ends its tokens.
     if (approved) {
       await saveConsent(deps.db, {

@@ -349,6 +349,23 @@ describe.each(DATABASE_KINDS)('grants racing revocations on %s', (kind) => {
     expect(new URL(String(granted.headers.location)).searchParams.get('code')).toMatch(/^[A-Za-z0-9_-]{43}$/);
   });
 
+  it('records no device approval once the user signed out everywhere while answering the device', async () => {
+    const user = await createUser(app.db);
+    const tv = await createClient(app.db, { name: 'Kitchen TV', type: 'public', secretHash: null, grantTypes: [DEVICE_GRANT, 'refresh_token'], scopes: ['read:posts', 'offline_access'], role: null });
+    const started = (await app.oauth.app.inject({ method: 'POST', url: '/oauth/device_authorization', headers: FORM, payload: form({ client_id: tv.client.clientId, scope: DEVICE_SCOPE }) })).json() as { device_code: string; user_code: string };
+    const { browser } = await signedInWithTokens(user);
+    const stop = await signOutEverywhere(browser);
+    const consent = await browser.visit(`/oauth/device?user_code=${started.user_code}`);
+    const fields: [string, string][] = [...Object.entries(hiddenInputs(consent.body)), ['scope', 'read:posts'], ['scope', 'offline_access'], ['decision', 'allow']];
+    const reply = await race(beforeCode, () => browser.post('/oauth/device', fields), stop);
+    // Signed out: the browser is sent to sign in again, and nothing was approved.
+    expect({ status: reply.statusCode, location: reply.headers.location }).toEqual({ status: 303, location: `/oauth/login?user_code=${started.user_code}` });
+    const row = await app.db.kysely.selectFrom('deviceCodes').select(['status', 'userId']).where('userCode', '=', started.user_code.replace('-', '')).executeTakeFirstOrThrow();
+    expect(row).toEqual({ status: 'pending', userId: null });
+    const poll = await app.oauth.app.inject({ method: 'POST', url: '/oauth/token', headers: FORM, payload: form({ grant_type: DEVICE_GRANT, device_code: started.device_code, client_id: tv.client.clientId }) });
+    expectTokenError(poll, 400, 'authorization_pending', 'The user has not answered yet.');
+  });
+
   it('leaves no token alive when sign-out everywhere lands among 30 refreshes in flight', async () => {
     const user = await createUser(app.db);
     const { browser } = await signedInWithTokens(user);
