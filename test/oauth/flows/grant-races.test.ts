@@ -332,6 +332,28 @@ describe.each(DATABASE_KINDS)('grants racing revocations on %s', (kind) => {
     await expectAlive(second);
   });
 
+  it('leaves another user\'s refresh, held inside its transaction, alone when one user signs out everywhere', async () => {
+    const [leaving, staying] = [await createUser(app.db), await createUser(app.db)];
+    const { browser } = await signedInWithTokens(leaving);
+    const { tokens } = await signedInWithTokens(staying);
+    const reply = await race(during, () => refresh(app, web, tokens.refresh_token!), await signOutEverywhere(browser));
+    const issued = expectTokens(reply, { scope: SCOPE, refreshToken: true, idToken: true });
+    await expectAlive(issued);
+    await expectNothingLive(leaving.id);
+  });
+
+  it('refuses a refresh whose client registration changed meanwhile, without using up its token', async () => {
+    const user = await createUser(app.db);
+    const client = await createWebClient(app.db, { name: 'Renamed App' });
+    const { code, verifier } = await obtainCode(app, new Browser(app.oauth.app), client, user, { scope: SCOPE });
+    const tokens = expectTokens(await exchangeCode(app, client, code, { code_verifier: verifier }), { scope: SCOPE, refreshToken: true, idToken: true });
+    const rename = () => app.db.kysely.updateTable('clients').set({ name: 'Renamed App 2', updatedAt: nowIso() }).where('id', '=', client.client.id).execute();
+    const reply = await race(before, () => refresh(app, client, tokens.refresh_token!), rename);
+    expectTokenError(reply, 400, 'invalid_grant', 'The client registration changed during the request; send it again.');
+    // Rolled back: the same refresh token still works once, under the registration as it is now.
+    expectTokens(await refresh(app, client, tokens.refresh_token!), { scope: SCOPE, refreshToken: true, idToken: true });
+  });
+
   it('issues no code once the user signed out everywhere while the consent was being answered', async () => {
     const user = await createUser(app.db);
     const browser = new Browser(app.oauth.app);
