@@ -80,10 +80,11 @@ async function issueFor(deps: TokenEndpointDeps, grant: CheckedGrant, now: numbe
 const REVOCATION_LOOKBACK_MS = 60_000;
 
 /**
- * Of two concurrent uses of one code or refresh token, the loser revokes the grant (RFC 9700 §4.14.2), and
- * may do so before the winner has written its tokens, which the revocation then misses. Once they are
- * written, the winner looks for the invalidation the loser records first (revokeReplayedGrant) and, if
- * there is one, revokes again to cover them too.
+ * Of two concurrent uses of one code or refresh token, the loser revokes the grant (RFC 9700 §4.14.2). The
+ * winner stores its tokens in the transaction that uses the code or token, under the user's lock
+ * (grant-commit.ts), so the loser's revocation sees them; once they are committed the winner still looks
+ * for a revocation of its grant (revokeReplayedGrant records it first) and revokes again, a second line
+ * that costs one indexed read.
  */
 async function coverConcurrentRevocation(deps: TokenEndpointDeps, grantId: string, now: number): Promise<void> {
   const db = deps.db.kysely;
