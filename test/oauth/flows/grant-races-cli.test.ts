@@ -31,10 +31,10 @@ function hold(): { seam: () => Promise<void>; arm: () => { reached: Promise<void
 }
 
 /**
- * The revocation comes from another process: `users deactivate`, the CLI an operator runs beside the
- * server, against the same database (a SQLite file, or PostgreSQL).
+ * The revocation comes from another process: `users deactivate` or `clients rotate-secret --revoke-tokens`,
+ * the CLI an operator runs beside the server, against the same database (a SQLite file, or PostgreSQL).
  */
-describe.each(DATABASE_KINDS)('a grant racing a deactivation by another process on %s', (kind) => {
+describe.each(DATABASE_KINDS)('a grant racing a revocation by another process on %s', (kind) => {
   let cli: CliDatabase;
   let app: FlowApp;
   let web: TestClient;
@@ -103,6 +103,37 @@ describe.each(DATABASE_KINDS)('a grant racing a deactivation by another process 
       const issued = expectTokens(reply as Reply, { scope: SCOPE, refreshToken: true, idToken: true });
       expectTokenError(await refresh(app, web, issued.refresh_token!), 400, 'invalid_grant', 'The refresh token was revoked.');
       await expectNoLiveTokens(user.id);
+    },
+    CLI_TEST_TIMEOUT,
+  );
+
+  it(
+    'ends a refresh racing `clients rotate-secret --revoke-tokens`, before or during its transaction',
+    async () => {
+      const user = await createUser(app.db);
+      for (const seam of [before, during]) {
+        const client = await createWebClient(app.db, { name: 'Leaked App' });
+        const { code, verifier } = await obtainCode(app, new Browser(app.oauth.app), client, user, { scope: SCOPE });
+        const tokens = expectTokens(await exchangeCode(app, client, code, { code_verifier: verifier }), { scope: SCOPE, refreshToken: true, idToken: true });
+        const gate = seam.arm();
+        const pending = refresh(app, client, tokens.refresh_token!);
+        await gate.reached;
+        const rotation = startCli(['clients', 'rotate-secret', client.client.clientId, '--revoke-tokens'], cli.env).result;
+        if (seam === before) await rotation;
+        else if (kind === 'postgres') await lockWaitOf(app);
+        gate.release();
+        const [reply, rotated] = await Promise.all([pending, rotation]);
+        expect({ code: rotated.code, stderr: rotated.stderr }).toEqual({ code: 0, stderr: '' });
+        if (seam === before) {
+          expectTokenError(reply, 400, 'invalid_grant', 'The client registration changed during the request; send it again.');
+        } else {
+          const issued = expectTokens(reply, { scope: SCOPE, refreshToken: true, idToken: true });
+          expect((await app.oauth.app.inject({ method: 'GET', url: '/oauth/userinfo', headers: { authorization: `Bearer ${issued.access_token}` } })).statusCode).toBe(401);
+        }
+        const live = await app.db.kysely.selectFrom('accessTokens').select('jti').where('clientRegistrationId', '=', client.client.id).where('revokedAt', 'is', null).execute();
+        const families = await app.db.kysely.selectFrom('refreshTokens').select('familyId').where('clientRegistrationId', '=', client.client.id).where('revokedAt', 'is', null).execute();
+        expect({ live, families }).toEqual({ live: [], families: [] });
+      }
     },
     CLI_TEST_TIMEOUT,
   );
