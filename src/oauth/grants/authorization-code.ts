@@ -1,28 +1,28 @@
 import type { Kysely } from 'kysely';
-import { findAuthorizationCode, redeemAuthorizationCode } from '../../storage/authorization-codes.js';
+import { findAuthorizationCode, redeemAuthorizationCode, type AuthorizationCodeRow } from '../../storage/authorization-codes.js';
 import type { ClientRecord } from '../../storage/clients.js';
 import type { Database } from '../../storage/schema.js';
-import { findUserById } from '../../storage/users.js';
 import { AUTHORIZATION_CODE } from '../authorize/authorization-request.js';
 import { OAuthError } from '../oauth-error.js';
 import { checkPkce } from '../pkce.js';
 import { matchRedirectUri } from '../redirect-uri.js';
 import { digestSecret } from '../secrets.js';
-import { revokeReplayedGrant } from '../tokens/access-token-records.js';
-import type { UserGrant } from '../tokens/user-tokens.js';
+import { revokeGrant } from '../tokens/access-token-records.js';
+import type { CheckedGrant } from './grant-commit.js';
 import { GrantReuseError } from './grant-reuse-error.js';
 
 /**
- * RFC 6749 §4.1.3 with RFC 7636 §4.6: the code is redeemed once, by the client it was issued to, with the
- * redirect_uri it was issued for and the verifier of its challenge. A second presentation of a redeemed
- * code revokes everything the first one issued (§4.1.2, RFC 9700 §4.5.3.1): the code leaked.
+ * RFC 6749 §4.1.3 with RFC 7636 §4.6: the code is redeemed once (in the grant's transaction,
+ * grant-commit.ts), by the client it was issued to, with the redirect_uri it was issued for and the
+ * verifier of its challenge. A second presentation of a redeemed code revokes everything the first one
+ * issued (§4.1.2, RFC 9700 §4.5.3.1): the code leaked.
  */
 export async function grantAuthorizationCode(
   db: Kysely<Database>,
   client: ClientRecord,
   params: Readonly<Record<string, string>>,
   now: number,
-): Promise<UserGrant> {
+): Promise<CheckedGrant> {
   if (!client.grantTypes.includes(AUTHORIZATION_CODE)) {
     throw new OAuthError('unauthorized_client', 'The client may not use the authorization code grant.');
   }
@@ -34,19 +34,9 @@ export async function grantAuthorizationCode(
   // Another client's code is refused without touching it: the client may not even know it is a code.
   if (!row || row.clientRegistrationId !== client.id) throw new OAuthError('invalid_grant', 'The code is not valid.');
   const nowIso = new Date(now).toISOString();
-  if (!(await redeemAuthorizationCode(db, codeHash, nowIso))) {
-    await revokeReplayedGrant(db, row.grantId, nowIso);
-    throw new GrantReuseError(row.grantId, row.userId, 'The code was already used; the tokens issued for it are revoked.');
-  }
-  // Redeemed (burnt) from here: a wrong verifier or redirect_uri does not leave the code open to more guesses.
-  if (Date.parse(row.expiresAt) <= now) throw new OAuthError('invalid_grant', 'The code has expired.');
-  if (row.redirectUri !== redirectUri) throw new OAuthError('invalid_grant', 'redirect_uri does not match the authorization request.');
-  // The registration may have lost that redirect URI since the code was issued: the code went to an
-  // address that may no longer be the client's, so it buys nothing.
-  if (matchRedirectUri(client.redirectUris, row.redirectUri) === null) throw new OAuthError('invalid_grant', 'The redirect_uri is no longer registered for this client.');
-  checkPkce(verifier, row.codeChallenge);
-  const user = await findUserById(db, row.userId);
-  if (!user || !user.active) throw new OAuthError('invalid_grant', 'The user who granted the code can no longer sign in.');
+  // Checked now, answered once the code is redeemed (burnt) in the grant's transaction: a wrong verifier or
+  // redirect_uri does not leave the code open to more guesses.
+  const invalid = checkRedemption(row, client.redirectUris, redirectUri, verifier, now);
   // The client's registration may have lost scopes since the user consented.
   const scopes = row.scopes.split(' ').filter((scope) => client.scopes.includes(scope));
   return {
@@ -57,5 +47,38 @@ export async function grantAuthorizationCode(
     grantType: AUTHORIZATION_CODE,
     authTime: Math.floor(Date.parse(row.authTime) / 1000),
     nonce: row.nonce,
+    claim: async (trx, user) => {
+      if (!(await redeemAuthorizationCode(trx, codeHash, nowIso))) {
+        // Used already, or ended by a revocation of the user's grants: what it issued, if anything, ends.
+        await revokeGrant(trx, row.grantId, nowIso);
+        return new GrantReuseError(row.grantId, row.userId, 'The code was already used; the tokens issued for it are revoked.');
+      }
+      if (invalid !== null) return invalid;
+      if (!user || !user.active) return new OAuthError('invalid_grant', 'The user who granted the code can no longer sign in.');
+      return null;
+    },
   };
+}
+
+function checkRedemption(
+  row: AuthorizationCodeRow,
+  registeredRedirectUris: readonly string[],
+  redirectUri: string,
+  verifier: string | undefined,
+  now: number,
+): OAuthError | null {
+  if (Date.parse(row.expiresAt) <= now) return new OAuthError('invalid_grant', 'The code has expired.');
+  if (row.redirectUri !== redirectUri) return new OAuthError('invalid_grant', 'redirect_uri does not match the authorization request.');
+  // The registration may have lost that redirect URI since the code was issued: the code went to an
+  // address that may no longer be the client's, so it buys nothing.
+  if (matchRedirectUri(registeredRedirectUris, row.redirectUri) === null) {
+    return new OAuthError('invalid_grant', 'The redirect_uri is no longer registered for this client.');
+  }
+  try {
+    checkPkce(verifier, row.codeChallenge);
+  } catch (error) {
+    if (error instanceof OAuthError) return error;
+    throw error;
+  }
+  return null;
 }
