@@ -68,7 +68,7 @@ const contentType = 'application/x-www-form-urlencoded';
 const form = Buffer.from(`grant_type=client_credentials&scope=${encodeURIComponent(SCOPE)}`);
 const params = readFormParams(new URLSearchParams(UTF8.decode(form)));
 const stored = (await findClientByClientId(db, JWT_CLIENT))!;
-const { client } = await authenticateClient(db, { authorization, params });
+const { client } = await authenticateClient((id) => findClientByClientId(db, id), { authorization, params });
 const key = await app.keys.signingKey();
 const claims = () => {
   const iat = Math.floor(Date.now() / 1000);
@@ -109,7 +109,7 @@ function parseForm(body: Buffer): Readonly<Record<string, string>> {
 const stages: [string, string, () => unknown][] = [
   ['rate limit (per address)', 'limiter.oauth.consume + rateLimitHeaders', async () => rateLimitHeaders(await limiter.oauth.consume('127.0.0.1'))],
   ['form parsing', 'parseForm (routes.ts) + readFormParams', () => parseForm(form)],
-  ['client authentication, whole', 'authenticateClient', () => authenticateClient(db, { authorization, params })],
+  ['client authentication, whole', 'authenticateClient', () => authenticateClient((id) => findClientByClientId(db, id), { authorization, params })],
   ['  of which: client lookup', 'findClientByClientId (Kysely select on SQLite)', () => findClientByClientId(db, JWT_CLIENT)],
   ['  of which: SHA-256 of the secret, constant-time compare', 'secretMatches', () => secretMatches(BENCH_SECRET, stored.secretHash!)],
   ['scope selection', 'grantClientCredentials', () => grantClientCredentials(client, params)],

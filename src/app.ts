@@ -16,6 +16,7 @@ import { registerOAuth } from './oauth/routes.js';
 import { InvalidationFeed } from './oauth/tokens/invalidation-feed.js';
 import type { InvalidationKind } from './storage/invalidations.js';
 import { TokenService } from './oauth/tokens/token-service.js';
+import { RegisteredClients } from './oauth/registered-clients.js';
 import type { OperationDeps } from './operations/types.js';
 import { AuditLog } from './audit/audit-log.js';
 import { startCheckpointer } from './audit/checkpointer.js';
@@ -162,6 +163,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const keys = await KeyStore.open(db, config);
   const tokens = new TokenService({ db, config, keys });
   const subjects = new SubjectDirectory(db.kysely);
+  const clients = new RegisteredClients(db.kysely);
   // What this process cached about a changed token, user or client (storage/invalidations.ts says which).
   const forgetCached = (kind: InvalidationKind, target: string): void => {
     if (kind === 'token') {
@@ -174,7 +176,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     }
     subjects.forget(target);
     if (kind === 'user') tokens.evictSubject(target, 'user');
-    else tokens.evictClient(target);
+    else {
+      clients.forget(target);
+      tokens.evictClient(target);
+    }
   };
   // Revocations, deactivations, deletions, role and scope changes made by any process on this database.
   const invalidations = new InvalidationFeed(
@@ -185,6 +190,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       },
       reset() {
         subjects.clear();
+        clients.clear();
         tokens.evictWhere(() => true);
       },
     },
@@ -249,6 +255,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   });
   await registerOAuth(fastify, {
     db,
+    clients,
     audit,
     config,
     keys,

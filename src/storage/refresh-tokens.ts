@@ -3,10 +3,6 @@ import type { Database, RefreshTokensTable } from './schema.js';
 
 export type RefreshTokenRow = Selectable<RefreshTokensTable>;
 
-export async function insertRefreshToken(db: Kysely<Database>, row: RefreshTokenRow): Promise<void> {
-  await db.insertInto('refreshTokens').values(row).execute();
-}
-
 export async function findRefreshToken(db: Kysely<Database>, tokenHash: string): Promise<RefreshTokenRow | null> {
   return (await db.selectFrom('refreshTokens').selectAll().where('tokenHash', '=', tokenHash).executeTakeFirst()) ?? null;
 }

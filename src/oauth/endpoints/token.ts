@@ -1,6 +1,5 @@
 import type { FastifyInstance } from 'fastify';
 import { auditableClientId, type AuditDecision } from '../../audit/audit-event.js';
-import { findClientByClientId } from '../../storage/clients.js';
 import { NO_STORE_HEADERS } from '../../errors/oauth-renderer.js';
 import type { ClientRecord } from '../../storage/clients.js';
 import type { Db } from '../../storage/dialect.js';
@@ -22,9 +21,12 @@ import { grantRefreshToken } from '../grants/refresh-token.js';
 import { issueUserTokens, REFRESH_TOKEN, type UserGrant, type UserTokenDeps } from '../tokens/user-tokens.js';
 import { revokeGrant } from '../tokens/access-token-records.js';
 import { hasInvalidationSince } from '../../storage/invalidations.js';
+import type { RegisteredClients } from '../registered-clients.js';
 
 export interface TokenEndpointDeps {
   db: Db;
+  /** Client registrations held in memory, dropped on every change (registered-clients.ts). */
+  clients: RegisteredClients;
   tokens: TokenService;
   audit: { record(decision: AuditDecision): void };
   keys: KeyStore;
@@ -54,7 +56,6 @@ interface Issued {
 
 function userTokenDeps(deps: TokenEndpointDeps): UserTokenDeps {
   return {
-    db: deps.db.kysely,
     tokens: deps.tokens,
     keys: deps.keys,
     issuer: deps.config.issuer,
@@ -128,11 +129,11 @@ export async function authenticateAudited(
 ): Promise<AuthenticatedClient> {
   const credentials = { authorization, params };
   try {
-    return await authenticateClient(deps.db.kysely, credentials);
+    return await authenticateClient((clientId) => deps.clients.find(clientId), credentials);
   } catch (error) {
     if (error instanceof OAuthError && error.error === 'invalid_client') {
       const presented = presentedClientId(credentials);
-      const registered = presented !== null && (await findClientByClientId(deps.db.kysely, presented)) !== null;
+      const registered = presented !== null && (await deps.clients.find(presented)) !== null;
       const clientId = registered ? auditableClientId(presented) : null;
       decided({ subject: null, clientId, resourceType: null, resourceId: null, decision: 'deny', reason: 'authentication' });
     }

@@ -2,12 +2,12 @@ import type { Config } from '../../config/config.js';
 import type { ClientRecord } from '../../storage/clients.js';
 import type { Db } from '../../storage/dialect.js';
 import { newId } from '../../storage/ids.js';
+import { TurnBatch, type BatchedRow } from '../../storage/turn-batch.js';
 import type { KeyStore } from '../keys/key-store.js';
 import { digestSecret, generateSecret } from '../secrets.js';
 import {
   findAccessTokenByHash,
   findAccessTokenByJti,
-  insertAccessToken,
   markAccessTokenRevoked,
   type AccessTokenRow,
 } from './access-token-records.js';
@@ -58,6 +58,8 @@ export class TokenService {
   readonly #keys: KeyStore;
   readonly #clock: () => number;
   readonly #cache: VerifiedTokenCache;
+  /** Token rows of one event-loop turn share one commit. */
+  readonly #rows: TurnBatch;
   /** Concurrent verifications of the same uncached token share one signature check and one read. */
   readonly #inFlight = new Map<string, Promise<VerifiedToken>>();
 
@@ -67,41 +69,54 @@ export class TokenService {
     this.#keys = options.keys;
     this.#clock = options.clock ?? Date.now;
     this.#cache = new VerifiedTokenCache(options.config.tokens.cacheSize, this.#clock);
+    this.#rows = new TurnBatch(options.db);
   }
 
-  async issueAccessToken(input: IssueAccessTokenInput): Promise<IssuedAccessToken> {
+  /**
+   * Signs or generates the token and commits its row, together with `companions` (the refresh token
+   * issued beside it), in the commit this event-loop turn's tokens share; resolves once that commit is
+   * done, rejects with BatchCommitError when it failed.
+   */
+  async issueAccessToken(input: IssueAccessTokenInput, companions: readonly BatchedRow[] = []): Promise<IssuedAccessToken> {
     const { client, subject, subjectType, grantType } = input;
     const scope = [...new Set(input.scopes)].join(' ');
     const expiresIn = clampAccessTokenTtl(client.accessTokenTtl);
     const iat = Math.floor(this.#clock() / 1000);
     const exp = iat + expiresIn;
     const jti = newId();
-    let accessToken: string;
+    let signed: Promise<string> | null = null;
     let tokenHash: string | null = null;
+    let opaque = '';
     if (client.accessTokenFormat === 'jwt') {
       const key = await this.#keys.signingKey();
       const issuer = this.#config.issuer;
-      const claims = { iss: issuer, aud: issuer, sub: subject, client_id: client.clientId, jti, scope, iat, exp };
-      accessToken = await signJwtAccessToken(claims, key);
+      signed = signJwtAccessToken({ iss: issuer, aud: issuer, sub: subject, client_id: client.clientId, jti, scope, iat, exp }, key);
     } else {
-      accessToken = generateSecret();
-      tokenHash = digestSecret(accessToken);
+      opaque = generateSecret();
+      tokenHash = digestSecret(opaque);
     }
-    await insertAccessToken(this.#db.kysely, {
-      jti,
-      tokenHash,
-      format: client.accessTokenFormat,
-      clientId: client.clientId,
-      clientRegistrationId: client.id,
-      subject,
-      subjectType,
-      scopes: scope,
-      grantType,
-      issuedAt: toIso(iat),
-      expiresAt: toIso(exp),
-      revokedAt: null,
-      grantId: input.grantId ?? null,
-    });
+    const row: BatchedRow = {
+      table: 'accessTokens',
+      row: {
+        jti,
+        tokenHash,
+        format: client.accessTokenFormat,
+        clientId: client.clientId,
+        clientRegistrationId: client.id,
+        subject,
+        subjectType,
+        scopes: scope,
+        grantType,
+        issuedAt: toIso(iat),
+        expiresAt: toIso(exp),
+        revokedAt: null,
+        grantId: input.grantId ?? null,
+      },
+    };
+    // The signature (on the thread pool) and the commit (at the end of the turn) run side by side.
+    const stored = this.#rows.write(companions.length === 0 ? [row] : [row, ...companions]);
+    const accessToken = signed === null ? opaque : (await Promise.all([signed, stored]))[0];
+    await stored;
     return { accessToken, tokenType: 'Bearer', expiresIn, scope, jti };
   }
 

@@ -1,7 +1,5 @@
-import type { Kysely } from 'kysely';
 import type { ClientRecord } from '../../storage/clients.js';
-import { insertRefreshToken } from '../../storage/refresh-tokens.js';
-import type { Database } from '../../storage/schema.js';
+import type { BatchedRow } from '../../storage/turn-batch.js';
 import type { KeyStore } from '../keys/key-store.js';
 import { digestSecret, generateSecret } from '../secrets.js';
 import { signIdToken } from './id-token.js';
@@ -30,7 +28,6 @@ export interface UserTokens {
 }
 
 export interface UserTokenDeps {
-  db: Kysely<Database>;
   tokens: TokenService;
   keys: KeyStore;
   issuer: string;
@@ -57,33 +54,34 @@ export function isBrowserBasedClient(client: { type: string; redirectUris: reado
 /** The access token, the refresh token when the client may have one, and the ID token when `openid` was granted. */
 export async function issueUserTokens(deps: UserTokenDeps, grant: UserGrant): Promise<UserTokens> {
   const { client } = grant;
-  const access = await deps.tokens.issueAccessToken({
-    client,
-    subject: grant.userId,
-    subjectType: 'user',
-    scopes: grant.scopes,
-    grantType: grant.grantType,
-    grantId: grant.grantId,
-  });
   const now = Math.floor((deps.clock ?? Date.now)() / 1000);
   const refreshScopes = grant.refreshScopes ?? grant.scopes;
   let refreshToken: string | null = null;
+  const companions: BatchedRow[] = [];
   if (mayIssueRefreshToken(client, refreshScopes)) {
     refreshToken = generateSecret();
-    await insertRefreshToken(deps.db, {
-      tokenHash: digestSecret(refreshToken),
-      familyId: grant.grantId,
-      clientId: client.clientId,
-      clientRegistrationId: client.id,
-      userId: grant.userId,
-      scopes: refreshScopes.join(' '),
-      authTime: new Date(grant.authTime * 1000).toISOString(),
-      issuedAt: new Date(now * 1000).toISOString(),
-      expiresAt: new Date((now + deps.refreshTokenTtl) * 1000).toISOString(),
-      rotatedAt: null,
-      revokedAt: null,
+    companions.push({
+      table: 'refreshTokens',
+      row: {
+        tokenHash: digestSecret(refreshToken),
+        familyId: grant.grantId,
+        clientId: client.clientId,
+        clientRegistrationId: client.id,
+        userId: grant.userId,
+        scopes: refreshScopes.join(' '),
+        authTime: new Date(grant.authTime * 1000).toISOString(),
+        issuedAt: new Date(now * 1000).toISOString(),
+        expiresAt: new Date((now + deps.refreshTokenTtl) * 1000).toISOString(),
+        rotatedAt: null,
+        revokedAt: null,
+      },
     });
   }
+  // Both rows are committed together, in the commit this turn's tokens share.
+  const access = await deps.tokens.issueAccessToken(
+    { client, subject: grant.userId, subjectType: 'user', scopes: grant.scopes, grantType: grant.grantType, grantId: grant.grantId },
+    companions,
+  );
   let idToken: string | null = null;
   if (grant.scopes.includes('openid')) {
     const key = await deps.keys.signingKey(client.idTokenSignedResponseAlg);
