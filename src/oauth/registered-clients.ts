@@ -3,9 +3,9 @@ import { findClientByClientId, type ClientWithSecret } from '../storage/clients.
 import type { Database } from '../storage/schema.js';
 
 export interface RegisteredClientsOptions {
-  /** Registrations held at most; the least recently used goes first. */
+  /** Registrations held at most; the one read longest ago goes first. */
   maxEntries?: number;
-  /** Each registration is read again after this long, for a change made in the database by hand. */
+  /** Each registration is read again after this long (default 5 s, as cached subjects), for a change made in the database by hand. */
   ttlMs?: number;
   clock?: () => number;
 }
@@ -40,7 +40,7 @@ export class RegisteredClients {
   constructor(db: Kysely<Database>, options: RegisteredClientsOptions = {}) {
     this.#db = db;
     this.#maxEntries = options.maxEntries ?? 10_000;
-    this.#ttlMs = options.ttlMs ?? 30_000;
+    this.#ttlMs = options.ttlMs ?? 5_000;
     this.#clock = options.clock ?? Date.now;
   }
 
