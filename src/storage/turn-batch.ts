@@ -67,7 +67,8 @@ interface Waiter {
  *
  * On SQLite the rows go through prepared statements on the connection Kysely owns, inside
  * `kysely.connection()`, so no Kysely transaction is open around them (sqlite-handle.ts): a request never
- * reads another request's uncommitted rows.
+ * reads another request's uncommitted rows. For the same reason a caller must not wait for `write` while
+ * it holds a Kysely transaction or connection itself: the commit would wait for that connection.
  */
 export class TurnBatch {
   readonly #db: Db;
