@@ -3,16 +3,15 @@
  * (servers/oidc-provider.ts), in one run: client credentials with a JWT access token (ES256), with an opaque
  * one, and refresh-token rotation. Both servers run side by side, each in its own process pinned to CPU 1;
  * autocannon (50 connections) runs here, pinned to CPU 0. oidc-provider keeps its state in its default
- * in-memory store; Portcullis writes each token's row (revocation) and the audit event to SQLite.
+ * in-memory store; Portcullis commits each token's row (revocation) to SQLite — the rows of one event-loop
+ * turn in one shared commit — and appends the audit event in batches.
  *
  * Every scenario is measured in BENCH_ROUNDS rounds (default 3) of BENCH_DURATION seconds (default 5) per
  * server, taken in turns in BENCH_SLICES slices (default 5, so one second each; token/turns.ts says why),
  * the servers' order alternating from round to round. The ratio is taken within a round and the table
  * shows medians over rounds. Reports tokens/s, p50/p99 latency, server CPU time per token and Portcullis / oidc-provider; a bare
  * Fastify route that answers with a fixed token (servers/bare-token.ts) runs in the first scenario's
- * slices as the floor: what HTTP and the framework alone cost per request here. A hand-written endpoint
- * with the changes the stage timings point to (servers/token-hand-written.ts) runs in the client
- * credentials scenarios: what those changes would reach together.
+ * slices as the floor: what HTTP and the framework alone cost per request here.
  */
 import { describeMachine, median, pinLoadGenerator, startServer, stopServer, type Server } from './processes.js';
 import { mintRefreshToken } from './token/authorization-code.js';
@@ -40,7 +39,6 @@ const sample = await fetch(base(portcullis) + TOKEN_PATH, {
   body: CLIENT_CREDENTIALS_BODY,
 });
 const bare = await startServer('bench/servers/bare-token.ts', { args: [((await sample.json()) as { access_token: string }).access_token] });
-const whatIf = await startServer('bench/servers/token-hand-written.ts', { env: { LOG_LEVEL: 'warn' } });
 const sides: Side[] = [
   {
     name: 'Portcullis',
@@ -64,13 +62,6 @@ const sides: Side[] = [
         scope: `offline_access ${SCOPE}`,
       }),
     refreshUnavailable: async () => null,
-  },
-  {
-    name: 'what-if: proposed changes, by hand',
-    server: whatIf,
-    base: base(whatIf),
-    mintRefreshToken: () => Promise.reject(new Error('no refresh grant')),
-    refreshUnavailable: async () => 'client credentials only',
   },
   {
     name: 'bare Fastify route (floor)',
@@ -114,7 +105,6 @@ try {
   await stopServer(portcullis);
   await stopServer(oidcProvider);
   await stopServer(bare);
-  await stopServer(whatIf);
 }
 
 console.log(`\n${describeMachine(CONNECTIONS, ROUNDS, DURATION)}, in slices of ${DURATION / SLICES} s taken in turns\n`);
@@ -141,8 +131,8 @@ for (const scenario of SCENARIOS) {
 }
 
 console.log(`\nPortcullis / oidc-provider, median of the per-round ratios (target: at least ${TARGET}x tokens/s)\n`);
-console.log('| scenario | tokens/s | CPU per token (oidc-provider / Portcullis) | target | what-if / oidc-provider (tokens/s, CPU) |');
-console.log('|---|---|---|---|---|');
+console.log('| scenario | tokens/s | CPU per token (oidc-provider / Portcullis) | target |');
+console.log('|---|---|---|---|');
 for (const scenario of SCENARIOS) {
   const ours = rounds.get(key(scenario, sides[0]!));
   const theirs = rounds.get(key(scenario, sides[1]!));
@@ -155,8 +145,7 @@ for (const scenario of SCENARIOS) {
     `${median(runs.map((r, i) => r.tokensPerSecond / theirs[i]!.tokensPerSecond)).toFixed(2)}x | ` +
     `${median(runs.map((r, i) => theirs[i]!.cpuMicrosPerToken / r.cpuMicrosPerToken)).toFixed(2)}x`;
   const throughput = median(ours.map((r, i) => r.tokensPerSecond / theirs[i]!.tokensPerSecond));
-  const hand = rounds.get(key(scenario, sides[2]!));
-  console.log(`| ${scenario.name} | ${ratios(ours)} | ${throughput >= TARGET ? 'met' : 'not met'} | ${hand ? ratios(hand).replace(' | ', ', ') : ''} |`);
+  console.log(`| ${scenario.name} | ${ratios(ours)} | ${throughput >= TARGET ? 'met' : 'not met'} |`);
 }
 if (errors > 0) {
   console.error(`\n${errors} non-2xx responses or errors`);

@@ -31,11 +31,11 @@ const named =
 /** Innermost first wins: a digest under authentication is charged to the digest. */
 const STAGES: Rule[] = [
   rule('SHA-256 of the secret (and of an opaque token)', inFile('src/oauth/secrets')),
-  rule('client lookup: Kysely select, up to its first await', named(['findClientByClientId', 'toClientRecord'], 'src/storage/clients')),
+  rule('client lookup: held registrations, or a Kysely select up to its first await', (f) => named(['findClientByClientId', 'toClientRecord'], 'src/storage/clients')(f) || f.url.includes('src/oauth/registered-clients')),
   rule('client authentication: Basic parsing, checks', inFile('src/oauth/client-auth')),
   rule('scope selection', inFile('src/oauth/grants/client-credentials')),
-  rule('ES256 signing (jose), up to its first await', (f) => f.url.includes('node_modules/jose') || f.functionName === 'signJwtAccessToken'),
-  rule('token row insert: Kysely insert, up to its first await', named(['insertAccessToken'])),
+  rule('ES256 signing (node:crypto), up to the thread pool', (f) => f.functionName === 'signJwtAccessToken' || f.functionName === 'encodedHeader'),
+  rule('token rows: the turn\'s shared commit, outside the statements', inFile('src/storage/turn-batch')),
   rule('issue: id, claims, timestamps, key lookup', (f) => f.url.includes('src/oauth/tokens/') || f.url.includes('src/storage/ids') || f.url.includes('src/oauth/keys/')),
   rule('audit: record the decision', inFile('src/audit/audit-log')),
   rule('audit: batched append (hash chain, SQLite)', (f) => f.url.includes('src/audit/append-events') || f.url.includes('src/audit/chain')),

@@ -1,14 +1,15 @@
 /**
  * `npm run bench:token-stages`: each stage of a client-credentials token at Portcullis, timed on its own
  * in one process (pinned to CPU 0) against the real app of servers/token-app.ts — the same functions the
- * token endpoint calls, on the same SQLite file — then the alternatives that the proposed changes would
- * use, timed the same way. What the whole request costs is `bench:token`'s server CPU per token.
+ * token endpoint calls, on the same SQLite file — then the endpoint's former ways beside its present ones
+ * (jose or node:crypto, a row per commit or rows sharing one, the client read or held), timed the same way. What the whole request costs is `bench:token`'s server CPU per token.
  *
  * Each figure is the median of BENCH_BATCHES (default 7) batches of sequential calls on an otherwise idle
  * event loop: the process's CPU time per call (what decides tokens/s on a saturated core, whichever thread
  * spends it) and the elapsed time (which adds waits: a thread-pool hop, and on a shared machine whatever
  * else ran on the core). Garbage collection falls where it happens to.
  */
+import { SignJWT } from 'jose';
 import { KeyObject, randomUUID, sign as signWithNode } from 'node:crypto';
 import { foreignCharset, mediaTypeParameters, UTF8 } from '../src/http/body-encoding.js';
 import { RateLimiter, rateLimitHeaders } from '../src/limits/rate-limit.js';
@@ -68,7 +69,7 @@ const contentType = 'application/x-www-form-urlencoded';
 const form = Buffer.from(`grant_type=client_credentials&scope=${encodeURIComponent(SCOPE)}`);
 const params = readFormParams(new URLSearchParams(UTF8.decode(form)));
 const stored = (await findClientByClientId(db, JWT_CLIENT))!;
-const { client } = await authenticateClient(db, { authorization, params });
+const { client } = await authenticateClient((id) => findClientByClientId(db, id), { authorization, params });
 const key = await app.keys.signingKey();
 const claims = () => {
   const iat = Math.floor(Date.now() / 1000);
@@ -109,14 +110,13 @@ function parseForm(body: Buffer): Readonly<Record<string, string>> {
 const stages: [string, string, () => unknown][] = [
   ['rate limit (per address)', 'limiter.oauth.consume + rateLimitHeaders', async () => rateLimitHeaders(await limiter.oauth.consume('127.0.0.1'))],
   ['form parsing', 'parseForm (routes.ts) + readFormParams', () => parseForm(form)],
-  ['client authentication, whole', 'authenticateClient', () => authenticateClient(db, { authorization, params })],
+  ['client authentication, whole', 'authenticateClient', () => authenticateClient((id) => findClientByClientId(db, id), { authorization, params })],
   ['  of which: client lookup', 'findClientByClientId (Kysely select on SQLite)', () => findClientByClientId(db, JWT_CLIENT)],
   ['  of which: SHA-256 of the secret, constant-time compare', 'secretMatches', () => secretMatches(BENCH_SECRET, stored.secretHash!)],
   ['scope selection', 'grantClientCredentials', () => grantClientCredentials(client, params)],
   ['issue a JWT, whole', 'TokenService.issueAccessToken (jwt)', () => app.tokens.issueAccessToken(issueInput('jwt'))],
   ['  of which: signing key', 'KeyStore.signingKey', () => app.keys.signingKey()],
-  ['  of which: ES256 signature (jose, WebCrypto)', 'signJwtAccessToken', () => signJwtAccessToken(claims(), key)],
-  ['  of which: access_tokens row', 'insertAccessToken (Kysely insert, own commit)', () => insertAccessToken(db, row(newId()))],
+  ['  of which: ES256 signature (node:crypto, thread pool)', 'signJwtAccessToken', () => signJwtAccessToken(claims(), key)],
   ['issue an opaque token, whole', 'TokenService.issueAccessToken (opaque)', () => app.tokens.issueAccessToken(issueInput('opaque'))],
   ['audit record, with its share of the batched append', 'AuditLog.record + flush', auditRecord],
   ['JSON serialisation of the response', 'JSON.stringify', () => JSON.stringify(response)],
@@ -129,12 +129,17 @@ function auditRecord(): Promise<void> | undefined {
   return ++audited % ITERATIONS === 0 ? app.audit.flush() : undefined;
 }
 
-// The alternatives behind the proposed changes.
+// The alternatives: what the endpoint did before (jose, the client read per request, a row per commit) beside what it does now.
 const nodeKey = KeyObject.from(key.privateKey);
 const header = Buffer.from(JSON.stringify({ alg: 'ES256', typ: 'at+jwt', kid: key.kid })).toString('base64url');
 const signNode = () => {
   const input = `${header}.${Buffer.from(JSON.stringify(claims())).toString('base64url')}`;
   return `${input}.${signWithNode('sha256', Buffer.from(input), { key: nodeKey, dsaEncoding: 'ieee-p1363' }).toString('base64url')}`;
+};
+const signJose = () => {
+  const { client_id, scope, iss, aud, sub, jti, iat, exp } = claims();
+  return new SignJWT({ client_id, scope }).setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: key.kid })
+    .setIssuer(iss).setAudience(aud).setSubject(sub).setJti(jti).setIssuedAt(iat).setExpirationTime(exp).sign(key.privateKey);
 };
 const signNodeAsync = () =>
   new Promise<string>((resolve, reject) => {
@@ -162,13 +167,14 @@ const camel = (record: Record<string, unknown>) => Object.fromEntries(Object.ent
 const IN_FLIGHT = 50;
 const concurrently = (sign: () => Promise<unknown>) => () => Promise.all(Array.from({ length: IN_FLIGHT }, sign));
 const alternatives: [string, () => unknown, number?][] = [
-  [`ES256 signature, jose (WebCrypto), ${IN_FLIGHT} in flight (per signature)`, concurrently(() => signJwtAccessToken(claims(), key)), ITERATIONS / IN_FLIGHT],
+  [`ES256 signature, jose (WebCrypto), ${IN_FLIGHT} in flight (per signature)`, concurrently(signJose), ITERATIONS / IN_FLIGHT],
   ['ES256 signature with node:crypto, synchronous', signNode],
   ['ES256 signature with node:crypto, callback (thread pool; what jose 5 does in oidc-provider)', signNodeAsync],
   [`ES256 signature with node:crypto, callback, ${IN_FLIGHT} in flight (per signature)`, concurrently(signNodeAsync), ITERATIONS / IN_FLIGHT],
   ['client lookup, prepared statement', () => toClientRecord(camel(selectClient.get(JWT_CLIENT) as Record<string, unknown>) as never)],
   ['client lookup, cached in memory (invalidation feed evicts)', () => cachedClients.get(JWT_CLIENT)],
   ['SHA-256 of the secret only (digestSecret)', () => digestSecret(BENCH_SECRET)],
+  ['access_tokens row, Kysely insert, own commit', () => insertAccessToken(db, row(newId()))],
   ['access_tokens row, prepared statement, own commit', () => insertRow.run(row(newId()))],
   [`access_tokens row, prepared statement, ${GROUP} rows per commit (per row)`, insertGroup, ITERATIONS / GROUP],
 ];

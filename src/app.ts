@@ -17,6 +17,7 @@ import { registerOAuth } from './oauth/routes.js';
 import { InvalidationFeed } from './oauth/tokens/invalidation-feed.js';
 import type { InvalidationKind } from './storage/invalidations.js';
 import { TokenService } from './oauth/tokens/token-service.js';
+import { RegisteredClients } from './oauth/registered-clients.js';
 import type { OperationDeps } from './operations/types.js';
 import { AuditLog } from './audit/audit-log.js';
 import { startCheckpointer } from './audit/checkpointer.js';
@@ -164,6 +165,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const keys = await KeyStore.open(db, config);
   const tokens = new TokenService({ db, config, keys });
   const subjects = new SubjectDirectory(db.kysely);
+  const clients = new RegisteredClients(db.kysely);
   // What this process cached about a changed token, user or client (storage/invalidations.ts says which).
   const forgetCached = (kind: InvalidationKind, target: string): void => {
     if (kind === 'token') {
@@ -176,7 +178,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     }
     subjects.forget(target);
     if (kind === 'user') tokens.evictSubject(target, 'user');
-    else tokens.evictClient(target);
+    else {
+      clients.forget(target);
+      tokens.evictClient(target);
+    }
   };
   // Revocations, deactivations, deletions, role and scope changes made by any process on this database.
   const invalidations = new InvalidationFeed(
@@ -187,6 +192,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       },
       reset() {
         subjects.clear();
+        clients.clear();
         tokens.evictWhere(() => true);
       },
     },
@@ -251,6 +257,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   });
   await registerOAuth(fastify, {
     db,
+    clients,
     audit,
     config,
     keys,

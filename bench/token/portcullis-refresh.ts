@@ -1,12 +1,10 @@
 /**
- * The refresh scenario on Portcullis: available once the token endpoint answers grant_type=refresh_token
- * and /oauth/authorize exists to mint the first refresh token of each chain. Until then the scenario is
- * reported as not available, with the reason; nothing is minted by writing rows behind the server's back,
- * since the refresh token's stored form belongs to the grant being built.
- *
- * To wire it in: nothing, if the sign-in and consent pages are HTML forms — `mintPortcullisRefreshToken`
- * fills the email and password fields with the bench user's and submits each form it is shown, as a person
- * would. If they are not, adapt `answerPortcullisPage` below.
+ * The refresh scenario on Portcullis: each connection's first refresh token comes from the real
+ * authorization code + PKCE flow — /oauth/authorize, the sign-in page (the bench client is first-party, so
+ * no consent page), the code redeemed at /oauth/token — as a person and a client would get it; nothing is
+ * minted by writing rows behind the server's back, since a refresh token's stored form belongs to its
+ * grant. `portcullisRefreshUnavailable` still probes for both endpoints, so that a server without them is
+ * reported with the reason rather than failing the run.
  */
 import { mintRefreshToken, type Page } from './authorization-code.js';
 import { basicAuthorization, BENCH_USER, REDIRECT_URI, REFRESH_CLIENT, SCOPE } from '../servers/token-clients.js';

@@ -9,6 +9,7 @@ import { checkClientSettings } from '../operations/client-settings.js';
 import { findClientByClientId, insertClient, toClientRecord, type ClientRecord, type ClientWithSecret } from '../storage/clients.js';
 import { newId, nowIso } from '../storage/ids.js';
 import type { Database } from '../storage/schema.js';
+import { recordInvalidation } from '../storage/invalidations.js';
 import { isUniqueViolation } from '../storage/unique-violation.js';
 import { EXIT_OK } from './cli-errors.js';
 import { JSON_OPTION, type Command, type CommandGroup } from './command.js';
@@ -207,8 +208,10 @@ const rotateClientSecretCommand: Command = {
     const now = nowIso();
     const revoked = await db.kysely.transaction().execute(async (trx) => {
       await trx.updateTable('clients').set({ secretHash: digestSecret(secret), updatedAt: now }).where('id', '=', client.id).execute();
-      if (!options['revoke-tokens']) return 0;
-      return revokeClientTokens(trx, client.clientId, now);
+      if (options['revoke-tokens']) return revokeClientTokens(trx, client.clientId, now);
+      // Running servers hold the registration, the old secret's digest with it: they read it again.
+      await recordInvalidation(trx, 'client', client.clientId);
+      return 0;
     });
     if (options.json) {
       writeJson({ clientId: client.clientId, clientSecret: secret, revokedTokens: revoked });

@@ -29,22 +29,23 @@ const listKeysCommand: Command = {
 
 const rotateKeysCommand: Command = {
   name: 'rotate',
-  summary: 'Create a new signing key; the old one stays published until its tokens expire',
+  summary: 'Create new signing keys (ES256 and RS256); the old ones stay published until their tokens expire',
   options: { json: JSON_OPTION },
   async run({ options }, { db, config }) {
-    // KeyStore.open creates the first key when there is none, so rotating a fresh database still leaves
-    // a retired key and a signing key, exactly as on a running system.
+    // KeyStore.open creates the first keys when there are none, so rotating a fresh database still leaves
+    // retired keys and signing keys, exactly as on a running system.
     const store = await KeyStore.open(db, config);
     const kid = await store.rotate();
-    if (options.json) writeJson({ kid });
-    // Servers re-read the key table at least once a minute (key-store.ts) and then sign with the new key.
-    else writeLine(`new signing key ${kid}; servers switch to it within a minute`);
+    const idTokenKid = (await store.signingKey('RS256')).kid;
+    if (options.json) writeJson({ kid, idTokenKid });
+    // Servers re-read the key table at least once a minute (key-store.ts) and then sign with the new keys.
+    else writeLine(`new signing key ${kid} (ES256, access tokens) and ${idTokenKid} (RS256, ID tokens); servers switch to them within a minute`);
     return EXIT_OK;
   },
 };
 
 export const keysGroup: CommandGroup = {
   name: 'keys',
-  summary: 'Manage the ES256 keys that sign access and ID tokens.',
+  summary: 'Manage the keys that sign access tokens (ES256) and ID tokens (RS256, or ES256 if a client asks).',
   commands: [listKeysCommand, rotateKeysCommand],
 };

@@ -38,9 +38,12 @@ export function toApiError(error: unknown): ApiError {
 
 // PostgreSQL SQLSTATEs: 08xxx connection exceptions, 57P01-57P03 server shutting down or starting, 53300 too many
 // connections, 3D000 the configured database does not exist (dropped or not yet created): none is the request's fault.
+// PORTCULLIS_BATCH_COMMIT_FAILED: a commit shared by the requests of one turn failed (storage/turn-batch.ts);
+// none of them is at fault, and each may succeed when retried.
 const UNAVAILABLE_CODES = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'SQLITE_BUSY',
   '57P01', '57P02', '57P03', '53300', '3D000', '08006', '08001', '08003',
+  'PORTCULLIS_BATCH_COMMIT_FAILED',
 ]);
 
 /** A database or cache that cannot be reached is a 503, not a 500: the request may succeed later. */

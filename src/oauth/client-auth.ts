@@ -1,7 +1,5 @@
-import type { Kysely } from 'kysely';
 import { UTF8 } from '../http/body-encoding.js';
-import { findClientByClientId, type ClientRecord, type ClientWithSecret } from '../storage/clients.js';
-import type { Database } from '../storage/schema.js';
+import type { ClientRecord, ClientWithSecret } from '../storage/clients.js';
 import { OAuthError } from './oauth-error.js';
 import { digestSecret, secretMatches } from './secrets.js';
 
@@ -13,6 +11,9 @@ export interface ClientAuthRequest {
   /** Form parameters of the request, one value each. */
   params: Readonly<Record<string, string>>;
 }
+
+/** The registration a client_id names, or null (registered-clients.ts holds them in memory). */
+export type FindClient = (clientId: string) => Promise<ClientWithSecret | null>;
 
 export interface AuthenticatedClient {
   client: ClientRecord;
@@ -31,7 +32,7 @@ const UNKNOWN_CLIENT_DIGEST = digestSecret('unknown client');
  * Client authentication at the token endpoint (RFC 6749 §2.3.1): `client_secret_basic`,
  * `client_secret_post`, or a public client identified by `client_id` alone (§2.3, §3.2.1).
  */
-export async function authenticateClient(db: Kysely<Database>, request: ClientAuthRequest): Promise<AuthenticatedClient> {
+export async function authenticateClient(findClient: FindClient, request: ClientAuthRequest): Promise<AuthenticatedClient> {
   const { authorization, params } = request;
   if (authorization !== undefined) {
     // RFC 6749 §2.3: a client MUST NOT use more than one authentication method in each request.
@@ -40,14 +41,14 @@ export async function authenticateClient(db: Kysely<Database>, request: ClientAu
     if (params.client_id !== undefined && params.client_id !== credentials.clientId) {
       throw new OAuthError('invalid_request', 'client_id does not match the Authorization header.');
     }
-    return { client: await verifyClientSecret(db, credentials.clientId, credentials.secret), method: 'client_secret_basic' };
+    return { client: await verifyClientSecret(findClient, credentials.clientId, credentials.secret), method: 'client_secret_basic' };
   }
   if (params.client_secret !== undefined) {
     if (params.client_id === undefined) throw new OAuthError('invalid_request', 'client_id is required with client_secret.');
-    return { client: await verifyClientSecret(db, params.client_id, params.client_secret), method: 'client_secret_post' };
+    return { client: await verifyClientSecret(findClient, params.client_id, params.client_secret), method: 'client_secret_post' };
   }
   if (params.client_id === undefined) throw rejectClient('Client authentication is required.');
-  const found = await findClientByClientId(db, params.client_id);
+  const found = await findClient(params.client_id);
   if (!found) throw rejectClient('Client authentication failed.');
   if (found.type !== 'public') throw rejectClient('Client authentication is required.');
   return { client: stripSecret(found), method: 'none' };
@@ -65,8 +66,8 @@ export function presentedClientId(request: ClientAuthRequest): string | null {
   return request.params.client_id ?? null;
 }
 
-async function verifyClientSecret(db: Kysely<Database>, clientId: string, secret: string): Promise<ClientRecord> {
-  const found = await findClientByClientId(db, clientId);
+async function verifyClientSecret(findClient: FindClient, clientId: string, secret: string): Promise<ClientRecord> {
+  const found = await findClient(clientId);
   const matches = secretMatches(secret, found?.secretHash ?? UNKNOWN_CLIENT_DIGEST);
   // A public client has no secret: presenting one is a failed authentication, not a fallback to `none`.
   if (!found || found.type !== 'confidential' || found.secretHash === null || !matches) {

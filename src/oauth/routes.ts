@@ -30,9 +30,12 @@ import { registerLogoutEndpoint } from './endpoints/logout.js';
 import { registerUserinfoEndpoint } from './endpoints/userinfo.js';
 import type { Principal } from '../policy/principal.js';
 import { errorPage } from './pages/error-page.js';
+import type { RegisteredClients } from './registered-clients.js';
 
 export interface OAuthDeps {
   db: Db;
+  /** Client registrations as the endpoints that authenticate clients read them (registered-clients.ts). */
+  clients: RegisteredClients;
   /** Where the token endpoint's decisions go (see src/audit/). */
   audit: TokenEndpointDeps['audit'];
   config: Config;

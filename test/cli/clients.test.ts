@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { findClientByClientId } from '../../src/storage/clients.js';
 import { authenticateClient } from '../../src/oauth/client-auth.js';
 import { digestSecret } from '../../src/oauth/secrets.js';
 import { nowIso } from '../../src/storage/ids.js';
@@ -19,7 +20,7 @@ describe.each(DATABASE_KINDS)('portcullis clients on %s', { timeout: CLI_TEST_TI
   const clientRow = (clientId: string) => t.db.kysely.selectFrom('clients').selectAll().where('clientId', '=', clientId).executeTakeFirst();
   /** The token endpoint's own check (client_secret_post). */
   const authenticate = (clientId: string, secret: string) =>
-    authenticateClient(t.db.kysely, { authorization: undefined, params: { client_id: clientId, client_secret: secret } });
+    authenticateClient((id) => findClientByClientId(t.db.kysely, id), { authorization: undefined, params: { client_id: clientId, client_secret: secret } });
 
   it('create prints client_id and the secret once; the secret authenticates; rotate-secret replaces it', async () => {
     const created = await runCli([...SERVICE, '--client-id', 'reporting', '--format', 'opaque', '--ttl', '900'], t.env);

@@ -13,36 +13,46 @@ describe.each(DATABASE_KINDS)('portcullis keys on %s', { timeout: CLI_TEST_TIMEO
     await t.close();
   });
 
-  it('rotate prints the new kid, which signs; list shows both keys, the old one retired and still published', async () => {
+  it('rotate prints the new ES256 and RS256 kids, which sign; list shows the old keys retired and still published', async () => {
     // The server's key as it exists after its first start.
     const config = configFrom({});
     const before = await KeyStore.open(t.db, config);
     const oldKid = (await before.signingKey()).kid;
+    const oldIdTokenKid = (await before.signingKey('RS256')).kid;
 
     const rotated = await runCli(['keys', 'rotate'], t.env);
     expect(rotated.code).toBe(0);
-    const newKid = /^new signing key (\S+);/.exec(rotated.stdout)?.[1];
+    const [, newKid, newIdTokenKid] = /^new signing key (\S+) \(ES256, access tokens\) and (\S+) \(RS256, ID tokens\); servers switch to them within a minute\n$/.exec(rotated.stdout) ?? [];
     expect(newKid).toBeDefined();
     expect(newKid).not.toBe(oldKid);
+    expect(newIdTokenKid).not.toBe(oldIdTokenKid);
 
     const listed = await runCli(['keys', 'list', '--json'], t.env);
     expect(listed.code).toBe(0);
-    const keys = JSON.parse(listed.stdout);
-    expect(keys).toEqual([
-      { kid: newKid, alg: 'ES256', created: expect.any(String), retired: null },
-      { kid: oldKid, alg: 'ES256', created: expect.any(String), retired: keys[0].created },
-    ]);
+    const keys = JSON.parse(listed.stdout) as { kid: string; alg: string; created: string; retired: string | null }[];
+    // Newest first (the listing's order: created, then kid); the two keys of one rotation share their time.
+    const byAge = (a: { created: string; kid: string }, b: { created: string; kid: string }) => b.created.localeCompare(a.created) || b.kid.localeCompare(a.kid);
+    const created = (kid: string) => keys.find((key) => key.kid === kid)?.created;
+    const rotatedAt = created(newKid!)!;
+    expect(created(newIdTokenKid!)).toBe(rotatedAt);
+    const expected = [
+      { kid: newKid!, alg: 'ES256', retired: null },
+      { kid: newIdTokenKid!, alg: 'RS256', retired: null },
+      { kid: oldKid, alg: 'ES256', retired: rotatedAt },
+      { kid: oldIdTokenKid, alg: 'RS256', retired: rotatedAt },
+    ].map((key) => ({ ...key, created: created(key.kid)! }));
+    expect(keys).toEqual(expected.sort(byAge));
     // Only public facts: nothing of the private key, encrypted or not.
     expect(listed.stdout).not.toMatch(/private|"d"/i);
 
     const after = await KeyStore.open(t.db, config);
     expect((await after.signingKey()).kid).toBe(newKid);
-    expect((await after.publicJwks()).keys.map((k) => k.kid).sort()).toEqual([newKid, oldKid].sort());
+    expect((await after.signingKey('RS256')).kid).toBe(newIdTokenKid);
+    expect((await after.publicJwks()).keys.map((k) => k.kid).sort()).toEqual([newKid, oldKid, newIdTokenKid, oldIdTokenKid].sort());
 
     const table = await runCli(['keys', 'list'], t.env);
     const lines = table.stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(/^kid\s+alg\s+created\s+retired$/);
-    expect(lines[1]).toMatch(new RegExp(`^${newKid}\\s+ES256\\s+\\S+\\s+-$`));
-    expect(lines[2]).toMatch(new RegExp(`^${oldKid}\\s+ES256\\s+\\S+\\s+${keys[0].created.replace(/\./g, '\\.')}$`));
+    expect(lines.slice(1).map((line) => line.split(/\s+/))).toEqual(keys.map((key) => [key.kid, key.alg, key.created, key.retired ?? '-']));
   });
 });

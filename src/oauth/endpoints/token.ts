@@ -1,6 +1,5 @@
 import type { FastifyInstance } from 'fastify';
 import { auditableClientId, type AuditDecision } from '../../audit/audit-event.js';
-import { findClientByClientId } from '../../storage/clients.js';
 import { NO_STORE_HEADERS } from '../../errors/oauth-renderer.js';
 import type { ClientRecord } from '../../storage/clients.js';
 import type { Db } from '../../storage/dialect.js';
@@ -20,12 +19,15 @@ import { grantDeviceCode } from '../grants/device-code.js';
 import { DEVICE_CODE } from '../device/device-authorization.js';
 import { grantRefreshToken } from '../grants/refresh-token.js';
 import { REFRESH_TOKEN, signUserTokens, type UserTokenDeps } from '../tokens/user-tokens.js';
-import { commitUserGrant, type CheckedGrant } from '../grants/grant-commit.js';
+import { commitUserGrant, RegistrationChangedError, type CheckedGrant } from '../grants/grant-commit.js';
 import { revokeGrant } from '../tokens/access-token-records.js';
 import { hasInvalidationSince } from '../../storage/invalidations.js';
+import type { RegisteredClients } from '../registered-clients.js';
 
 export interface TokenEndpointDeps {
   db: Db;
+  /** Client registrations held in memory, dropped on every change (registered-clients.ts). */
+  clients: RegisteredClients;
   tokens: TokenService;
   audit: { record(decision: AuditDecision): void };
   keys: KeyStore;
@@ -136,11 +138,11 @@ export async function authenticateAudited(
 ): Promise<AuthenticatedClient> {
   const credentials = { authorization, params };
   try {
-    return await authenticateClient(deps.db.kysely, credentials);
+    return await authenticateClient((clientId) => deps.clients.find(clientId), credentials);
   } catch (error) {
     if (error instanceof OAuthError && error.error === 'invalid_client') {
       const presented = presentedClientId(credentials);
-      const registered = presented !== null && (await findClientByClientId(deps.db.kysely, presented)) !== null;
+      const registered = presented !== null && (await deps.clients.find(presented)) !== null;
       const clientId = registered ? auditableClientId(presented) : null;
       decided({ subject: null, clientId, resourceType: null, resourceId: null, decision: 'deny', reason: 'authentication' });
     }
@@ -165,6 +167,8 @@ export function registerTokenEndpoint(scope: FastifyInstance, deps: TokenEndpoin
     try {
       issued = await grant({ client, params, deps, address: request.ip, now: (deps.clock ?? Date.now)() });
     } catch (error) {
+      // The registration this process holds may be the stale one: the retry the answer asks for reads it anew.
+      if (error instanceof RegistrationChangedError) deps.clients.forget(client.clientId);
       if (error instanceof GrantReuseError) {
         // The rows are revoked; what this process verified and cached of the grant must go now too, not
         // when the invalidation feed comes round (the revocation endpoint evicts at once the same way).

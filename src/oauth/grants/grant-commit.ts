@@ -32,6 +32,13 @@ export interface CheckedGrant extends UserGrant {
  * happens before the transaction, so the locks are held for a few statements. `beforeInsert` is a test
  * seam: a revocation started there must wait for this commit and then revoke what it stored.
  */
+/** The client's registration changed while a grant ran: nothing was used up, and a retry reads it anew. */
+export class RegistrationChangedError extends OAuthError {
+  constructor() {
+    super('invalid_grant', 'The client registration changed during the request; send it again.');
+  }
+}
+
 export async function commitUserGrant(db: Kysely<Database>, grant: CheckedGrant, rows: UserTokenRows, beforeInsert?: () => Promise<void>): Promise<void> {
   const refusal = await writeTransaction(db, async (trx) => {
     const user = await lockUser(trx, grant.userId);
@@ -39,7 +46,7 @@ export async function commitUserGrant(db: Kysely<Database>, grant: CheckedGrant,
     // Deleted, or changed (a new secret, fewer scopes) since the client authenticated: nothing is used up
     // (the transaction rolls back) and the client asks again under its registration as it is now.
     if (registration === undefined || registration.updatedAt !== grant.client.updatedAt) {
-      throw new OAuthError('invalid_grant', 'The client registration changed during the request; send it again.');
+      throw new RegistrationChangedError();
     }
     const refused = await grant.claim(trx, user);
     if (refused !== null) return refused;

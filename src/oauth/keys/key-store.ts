@@ -1,4 +1,5 @@
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
+import { KeyObject } from 'node:crypto';
 import type { Config } from '../../config/config.js';
 import type { Db } from '../../storage/dialect.js';
 import type { SigningKeysTable } from '../../storage/schema.js';
@@ -23,7 +24,10 @@ const UNKNOWN_KID_RELOAD_MS = 10_000;
 export interface SigningKey {
   kid: string;
   alg: SigningAlg;
+  /** For jose (ID tokens). */
   privateKey: CryptoKey;
+  /** The same key for node:crypto's `sign` (access tokens), wrapped once when the key is loaded. */
+  keyObject: KeyObject;
 }
 
 /** A published key: public members only (RFC 7517 §4; EC: RFC 7518 §6.2.1, RSA: §6.3.1). */
@@ -71,15 +75,16 @@ export class KeyStore {
   }
 
   /**
-   * Loads the keys, creating the first access-token key when the table has none that may sign. The RS256
-   * key is created on first use (the first ID token): RSA key generation is slow and many deployments
-   * never issue an ID token.
+   * Loads the keys, creating a key for each algorithm that has none that may sign: the ES256 and the RS256
+   * key are made together, so that the JWKS lists the ID-token key before the first ID token is signed
+   * (a client may fetch the JWKS once and cache it).
    */
   static async open(db: Db, config: Config, options: KeyStoreOptions = {}): Promise<KeyStore> {
     const store = new KeyStore(db, config, options);
     await store.refresh();
-    if (!store.#signers.has(SIGNING_ALG)) {
-      await store.#insertKey(SIGNING_ALG);
+    const missing = ALGS.filter((alg) => !store.#signers.has(alg));
+    if (missing.length > 0) {
+      await Promise.all(missing.map((alg) => store.#insertKey(alg)));
       await store.refresh();
     }
     return store;
@@ -87,6 +92,7 @@ export class KeyStore {
 
   async signingKey(alg: SigningAlg = SIGNING_ALG): Promise<SigningKey> {
     await this.#refreshIfOlderThan(REFRESH_MS);
+    // Every rotation and every start creates both keys; this covers a table another process emptied by hand.
     if (!this.#signers.has(alg)) {
       await this.#insertKey(alg);
       await this.refresh();
@@ -110,14 +116,13 @@ export class KeyStore {
   }
 
   /**
-   * A new access-token key takes over signing, and a new ID-token key too if one was in use; every key
-   * that was signing is retired (stays published for the retention period) and keys retired longer ago
-   * than that are deleted. Returns the new access-token kid.
+   * A new access-token key and a new ID-token key take over signing; every key that was signing is retired
+   * (stays published for the retention period) and keys retired longer ago than that are deleted. Returns
+   * the new access-token kid.
    */
   async rotate(): Promise<string> {
     const now = new Date(this.#clock());
-    const inUse = new Set<SigningAlg>([SIGNING_ALG, ...this.#signers.keys()]);
-    const rows = await Promise.all(ALGS.filter((alg) => inUse.has(alg)).map((alg) => this.#createKeyRow(alg, now.toISOString())));
+    const rows = await Promise.all(ALGS.map((alg) => this.#createKeyRow(alg, now.toISOString())));
     const pruneBefore = new Date(now.getTime() - this.#retentionSeconds * 1000).toISOString();
     await this.#db.kysely.transaction().execute(async (trx) => {
       await trx.updateTable('signingKeys').set({ retiredAt: now.toISOString() }).where('retiredAt', 'is', null).execute();
@@ -172,7 +177,7 @@ export class KeyStore {
   async #importSigner(kid: string, alg: SigningAlg, encrypted: string): Promise<SigningKey> {
     const jwk = decryptPrivateJwk(encrypted, kid, this.#encryptionKey) as JWK;
     const privateKey = (await importJWK(jwk, alg, { extractable: false })) as CryptoKey;
-    return { kid, alg, privateKey };
+    return { kid, alg, privateKey, keyObject: KeyObject.from(privateKey) };
   }
 
   async #insertKey(alg: SigningAlg): Promise<void> {

@@ -1,4 +1,5 @@
-import { decodeProtectedHeader, errors, jwtVerify, SignJWT, type JWTPayload } from 'jose';
+import { decodeProtectedHeader, errors, jwtVerify, type JWTPayload } from 'jose';
+import { sign } from 'node:crypto';
 import { SIGNING_ALG, type KeyStore, type SigningKey } from '../keys/key-store.js';
 import { InvalidTokenError } from './invalid-token-error.js';
 import { MAX_ACCESS_TOKEN_TTL } from './lifetime.js';
@@ -20,17 +21,34 @@ export interface AccessTokenClaims {
   exp: number;
 }
 
+/** The encoded protected header of each key, made once: it is the same for every token the key signs. */
+const encodedHeaders = new WeakMap<SigningKey, string>();
+
+function encodedHeader(key: SigningKey): string {
+  let header = encodedHeaders.get(key);
+  if (header === undefined) {
+    header = Buffer.from(JSON.stringify({ alg: key.alg, typ: ACCESS_TOKEN_TYP, kid: key.kid })).toString('base64url');
+    encodedHeaders.set(key, header);
+  }
+  return header;
+}
+
+/**
+ * RFC 7515 compact serialization, signed with node:crypto: ES256 is ECDSA P-256 with SHA-256, its
+ * signature the 64-byte R || S (RFC 7518 §3.4), which `dsaEncoding: 'ieee-p1363'` produces. The callback
+ * form runs the signature on the thread pool (jose signs through WebCrypto, which costs twice the CPU).
+ */
 export function signJwtAccessToken(claims: AccessTokenClaims, key: SigningKey): Promise<string> {
+  if (key.alg !== SIGNING_ALG) return Promise.reject(new Error(`Access tokens are signed with ${SIGNING_ALG}, not ${key.alg}`));
   const { iss, aud, sub, client_id, jti, scope, iat, exp } = claims;
-  return new SignJWT({ client_id, scope })
-    .setProtectedHeader({ alg: key.alg, typ: ACCESS_TOKEN_TYP, kid: key.kid })
-    .setIssuer(iss)
-    .setAudience(aud)
-    .setSubject(sub)
-    .setJti(jti)
-    .setIssuedAt(iat)
-    .setExpirationTime(exp)
-    .sign(key.privateKey);
+  const payload = Buffer.from(JSON.stringify({ iss, aud, sub, client_id, jti, scope, iat, exp })).toString('base64url');
+  const input = `${encodedHeader(key)}.${payload}`;
+  return new Promise((resolve, reject) => {
+    sign('sha256', Buffer.from(input), { key: key.keyObject, dsaEncoding: 'ieee-p1363' }, (error, signature) => {
+      if (error) reject(error);
+      else resolve(`${input}.${signature.toString('base64url')}`);
+    });
+  });
 }
 
 export interface JwtVerificationContext {

@@ -2,12 +2,12 @@ import type { Config } from '../../config/config.js';
 import type { ClientRecord } from '../../storage/clients.js';
 import type { Db } from '../../storage/dialect.js';
 import { newId } from '../../storage/ids.js';
+import { TurnBatch, type BatchedRow } from '../../storage/turn-batch.js';
 import type { KeyStore } from '../keys/key-store.js';
 import { digestSecret, generateSecret } from '../secrets.js';
 import {
   findAccessTokenByHash,
   findAccessTokenByJti,
-  insertAccessToken,
   markAccessTokenRevoked,
   type AccessTokenRow,
 } from './access-token-records.js';
@@ -58,6 +58,8 @@ export class TokenService {
   readonly #keys: KeyStore;
   readonly #clock: () => number;
   readonly #cache: VerifiedTokenCache;
+  /** Token rows of one event-loop turn share one commit. */
+  readonly #rows: TurnBatch;
   /** Concurrent verifications of the same uncached token share one signature check and one read. */
   readonly #inFlight = new Map<string, Promise<VerifiedToken>>();
 
@@ -67,35 +69,49 @@ export class TokenService {
     this.#keys = options.keys;
     this.#clock = options.clock ?? Date.now;
     this.#cache = new VerifiedTokenCache(options.config.tokens.cacheSize, this.#clock);
+    this.#rows = new TurnBatch(options.db);
   }
 
-  async issueAccessToken(input: IssueAccessTokenInput): Promise<IssuedAccessToken> {
-    const { issued, row } = await this.signAccessToken(input);
-    await insertAccessToken(this.#db.kysely, row);
-    return issued;
+  /**
+   * Signs or generates the token and commits its row, together with `companions`, in the commit this
+   * event-loop turn's tokens share; resolves once that commit is done, rejects with BatchCommitError when
+   * it failed. For tokens that need no check against other rows: client credentials.
+   */
+  async issueAccessToken(input: IssueAccessTokenInput, companions: readonly BatchedRow[] = []): Promise<IssuedAccessToken> {
+    const prepared = await this.#prepare(input);
+    // The signature (on the thread pool) and the commit (at the end of the turn) run side by side.
+    const stored = this.#rows.write([{ table: 'accessTokens', row: prepared.row }, ...companions]);
+    const [accessToken] = await Promise.all([prepared.token, stored]);
+    return { ...prepared.issued, accessToken };
   }
 
   /**
    * The token and the row that makes it valid, not yet stored: a user grant stores the row in the
-   * transaction that checks the grant (grants/grant-commit.ts), and signs before it begins.
+   * transaction that checks the grant under the user's lock (grants/grant-commit.ts), and signs before it
+   * begins.
    */
   async signAccessToken(input: IssueAccessTokenInput): Promise<{ issued: IssuedAccessToken; row: AccessTokenRow }> {
+    const prepared = await this.#prepare(input);
+    return { issued: { ...prepared.issued, accessToken: await prepared.token }, row: prepared.row };
+  }
+
+  async #prepare(input: IssueAccessTokenInput): Promise<{ issued: Omit<IssuedAccessToken, 'accessToken'>; token: Promise<string>; row: AccessTokenRow }> {
     const { client, subject, subjectType, grantType } = input;
     const scope = [...new Set(input.scopes)].join(' ');
     const expiresIn = clampAccessTokenTtl(client.accessTokenTtl);
     const iat = Math.floor(this.#clock() / 1000);
     const exp = iat + expiresIn;
     const jti = newId();
-    let accessToken: string;
+    let token: Promise<string>;
     let tokenHash: string | null = null;
     if (client.accessTokenFormat === 'jwt') {
       const key = await this.#keys.signingKey();
       const issuer = this.#config.issuer;
-      const claims = { iss: issuer, aud: issuer, sub: subject, client_id: client.clientId, jti, scope, iat, exp };
-      accessToken = await signJwtAccessToken(claims, key);
+      token = signJwtAccessToken({ iss: issuer, aud: issuer, sub: subject, client_id: client.clientId, jti, scope, iat, exp }, key);
     } else {
-      accessToken = generateSecret();
-      tokenHash = digestSecret(accessToken);
+      const opaque = generateSecret();
+      tokenHash = digestSecret(opaque);
+      token = Promise.resolve(opaque);
     }
     const row: AccessTokenRow = {
       jti,
@@ -112,7 +128,7 @@ export class TokenService {
       revokedAt: null,
       grantId: input.grantId ?? null,
     };
-    return { issued: { accessToken, tokenType: 'Bearer', expiresIn, scope, jti }, row };
+    return { issued: { tokenType: 'Bearer', expiresIn, scope, jti }, token, row };
   }
 
   /** The token as verified before, while it is cached and unexpired; null means "call verifyAccessToken". */

@@ -58,19 +58,25 @@ describe.each(DATABASE_KINDS)('discovery and JWKS on %s', (kind) => {
 
   it.each(['/oauth/jwks', '/.well-known/jwks.json'])('serves the public keys at %s', async (url) => {
     const { kid } = await oauth.keys.signingKey();
+    const idTokenKid = (await oauth.keys.signingKey('RS256')).kid;
     const response = await oauth.app.inject({ method: 'GET', url });
     expect(response.statusCode).toBe(200);
     expect(response.headers['cache-control']).toBe('public, max-age=300');
     expect(response.headers['content-type']).toMatch(/^application\/jwk-set\+json/);
-    expect(response.json()).toEqual({
-      keys: [{ kty: 'EC', crv: 'P-256', x: COORDINATE, y: COORDINATE, kid, alg: 'ES256', use: 'sig' }],
-    });
+    // Both keys from the start: the ID-token key is published before the first ID token is signed.
+    expect(response.json().keys.sort((a: { alg: string }, b: { alg: string }) => a.alg.localeCompare(b.alg))).toEqual([
+      { kty: 'EC', crv: 'P-256', x: COORDINATE, y: COORDINATE, kid, alg: 'ES256', use: 'sig' },
+      { kty: 'RSA', n: expect.stringMatching(/^[A-Za-z0-9_-]{342}$/), e: 'AQAB', kid: idTokenKid, alg: 'RS256', use: 'sig' },
+    ]);
   });
 
-  it('keeps the retired key in the JWKS after a rotation', async () => {
-    const before = (await oauth.keys.signingKey()).kid;
+  it('keeps the retired keys in the JWKS after a rotation, and lists the new key of each algorithm', async () => {
+    const before = [(await oauth.keys.signingKey()).kid, (await oauth.keys.signingKey('RS256')).kid];
     const after = await oauth.keys.rotate();
+    const afterIdToken = (await oauth.keys.signingKey('RS256')).kid;
     const response = await oauth.app.inject({ method: 'GET', url: '/oauth/jwks' });
-    expect(response.json().keys.map((key: { kid: string }) => key.kid)).toEqual([after, before]);
+    const kids = (alg: string) => response.json().keys.filter((key: { alg: string }) => key.alg === alg).map((key: { kid: string }) => key.kid);
+    expect(kids('ES256')).toEqual([after, before[0]]);
+    expect(kids('RS256')).toEqual([afterIdToken, before[1]]);
   });
 });

@@ -1,4 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { sql } from 'kysely';
 import type { Config } from '../../../src/config/config.js';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../../helpers/databases.js';
 import { createClient, makeConfig, type TestClient } from '../fixtures.js';
@@ -291,6 +292,8 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
         expect(response.statusCode).toBe(400);
         expect(decisions).toEqual([]);
       }
+      // The registration is read again (held registrations are dropped as an unreadable feed drops them).
+      oauth.clients.clear();
       vi.spyOn(t.db.kysely, 'selectFrom').mockImplementation(() => {
         throw Object.assign(new Error('connect ECONNREFUSED 10.1.2.3:5432'), { code: 'ECONNREFUSED' });
       });
@@ -301,6 +304,7 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
   });
 
   it('answers 503 temporarily_unavailable when the database cannot be reached, without internals', async () => {
+    oauth.clients.clear();
     vi.spyOn(t.db.kysely, 'selectFrom').mockImplementation(() => {
       throw Object.assign(new Error('connect ECONNREFUSED 10.1.2.3:5432'), { code: 'ECONNREFUSED' });
     });
@@ -309,11 +313,49 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
   });
 
   it('answers 500 server_error for an internal failure, without internals', async () => {
+    oauth.clients.clear();
     vi.spyOn(t.db.kysely, 'selectFrom').mockImplementation(() => {
       throw new Error('relation "clients" does not exist');
     });
     const response = await requestToken({ grant_type: 'client_credentials' }, asService());
     expectError(response, 500, 'server_error', 'An internal error occurred.');
+  });
+
+  describe('when the commit its token row is in fails', () => {
+    // A trigger refuses the rows of one client, as a full disk or a lost connection would refuse a commit.
+    async function refuseRowsOf(clientId: string): Promise<void> {
+      if (kind === 'sqlite') {
+        await sql`create trigger refuse_rows before insert on access_tokens when new.client_id = ${sql.lit(clientId)}
+          begin select raise(abort, 'refused by the test'); end`.execute(t.db.kysely);
+      } else {
+        await sql`create function refuse_row() returns trigger language plpgsql as $$ begin raise exception 'refused by the test'; end $$`.execute(t.db.kysely);
+        await sql`create trigger refuse_rows before insert on access_tokens for each row
+          when (new.client_id = ${sql.lit(clientId)}) execute function refuse_row()`.execute(t.db.kysely);
+      }
+    }
+    async function allowRowsAgain(): Promise<void> {
+      if (kind === 'sqlite') await sql`drop trigger refuse_rows`.execute(t.db.kysely);
+      else await sql`drop trigger refuse_rows on access_tokens; drop function refuse_row()`.execute(t.db.kysely);
+    }
+    const rowsOf = (clientId: string) => t.db.kysely.selectFrom('accessTokens').select('jti').where('clientId', '=', clientId).execute();
+
+    it('answers 503 temporarily_unavailable, issues no token, records no grant, and the next request succeeds', async () => {
+      const doomed = await createClient(t.db);
+      const headers = { authorization: basic(doomed.client.clientId, doomed.secret) };
+      await refuseRowsOf(doomed.client.clientId);
+      try {
+        const recorded = oauth.decisions.length;
+        const response = await requestToken({ grant_type: 'client_credentials' }, headers);
+        expectError(response, 503, 'temporarily_unavailable', 'The service is temporarily unavailable; try again later.');
+        expect(oauth.decisions.slice(recorded)).toEqual([]);
+        expect(await rowsOf(doomed.client.clientId)).toEqual([]);
+      } finally {
+        await allowRowsAgain();
+      }
+      const retried = await requestToken({ grant_type: 'client_credentials' }, headers);
+      expect(retried.statusCode).toBe(200);
+      expect(await rowsOf(doomed.client.clientId)).toEqual([{ jti: expect.any(String) }]);
+    });
   });
 
   it('keeps the form parser inside the OAuth scope: the JSON API beside it still takes JSON only', async () => {

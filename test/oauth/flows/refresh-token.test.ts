@@ -198,8 +198,11 @@ describe.each(DATABASE_KINDS)('refresh tokens on %s', (kind) => {
         await revokeClientTokens(trx, doomed.client.clientId, nowIso());
         await trx.deleteFrom('clients').where('id', '=', doomed.client.id).execute();
       });
+      // The registration held in memory goes when the deletion's invalidation is read.
+      await t.oauth.invalidations.poll();
       expectTokenError(await refresh(t, doomed, tokens.refresh_token!), 401, 'invalid_client', 'Client authentication failed.');
       const reborn = await insertClient(t.db.kysely, { ...doomed.client, id: newId(), secretHash: digestSecret(doomed.secret) }, nowIso());
+      await t.oauth.invalidations.poll();
       const again = { ...doomed, client: { ...doomed.client, id: reborn.id } };
       expectTokenError(await refresh(t, again, tokens.refresh_token!), 400, 'invalid_grant', 'The refresh token is not valid.');
     });

@@ -16,16 +16,35 @@ describe.each(DATABASE_KINDS)('key store on %s', (kind) => {
     await t.drop();
   });
 
-  it('creates one ES256 key on first open and publishes only its public members', async () => {
+  /** The published kids of one algorithm, in the JWKS's order. */
+  async function publishedKids(keys: KeyStore, alg: 'ES256' | 'RS256'): Promise<string[]> {
+    return (await keys.publicJwks()).keys.filter((key) => key.alg === alg).map((key) => key.kid);
+  }
+
+  it('creates one ES256 and one RS256 key on first open and publishes only their public members', async () => {
     t = await createTestDatabase(kind);
     const keys = await KeyStore.open(t.db, config);
     const signer = await keys.signingKey();
-    expect(await keys.publicJwks()).toEqual({
-      keys: [{ kty: 'EC', crv: 'P-256', x: expect.any(String), y: expect.any(String), kid: signer.kid, alg: 'ES256', use: 'sig' }],
-    });
+    const idSigner = await keys.signingKey('RS256');
+    const byAlg = (a: { alg: string }, b: { alg: string }) => a.alg.localeCompare(b.alg);
+    expect((await keys.publicJwks()).keys.sort(byAlg)).toEqual([
+      { kty: 'EC', crv: 'P-256', x: expect.any(String), y: expect.any(String), kid: signer.kid, alg: 'ES256', use: 'sig' },
+      { kty: 'RSA', n: expect.stringMatching(/^[A-Za-z0-9_-]{342}$/), e: 'AQAB', kid: idSigner.kid, alg: 'RS256', use: 'sig' },
+    ]);
     const again = await KeyStore.open(t.db, config);
     expect((await again.signingKey()).kid).toBe(signer.kid);
-    expect(await t.db.kysely.selectFrom('signingKeys').select('kid').execute()).toHaveLength(1);
+    expect((await again.signingKey('RS256')).kid).toBe(idSigner.kid);
+    expect(await t.db.kysely.selectFrom('signingKeys').select('kid').execute()).toHaveLength(2);
+  });
+
+  it('adds the RS256 key to a database that has only an ES256 key (made before both were created together)', async () => {
+    t = await createTestDatabase(kind);
+    const first = await KeyStore.open(t.db, config);
+    const es = (await first.signingKey()).kid;
+    await t.db.kysely.deleteFrom('signingKeys').where('alg', '=', 'RS256').execute();
+    const keys = await KeyStore.open(t.db, config);
+    expect(await publishedKids(keys, 'ES256')).toEqual([es]);
+    expect(await publishedKids(keys, 'RS256')).toEqual([(await keys.signingKey('RS256')).kid]);
   });
 
   it('stores the private key encrypted: no "d" member is readable from the row', async () => {
@@ -58,7 +77,7 @@ describe.each(DATABASE_KINDS)('key store on %s', (kind) => {
     const newKid = await keys.rotate();
     expect(newKid).not.toBe(old.kid);
     expect((await keys.signingKey()).kid).toBe(newKid);
-    expect((await keys.publicJwks()).keys.map((k) => k.kid)).toEqual([newKid, old.kid]);
+    expect(await publishedKids(keys, 'ES256')).toEqual([newKid, old.kid]);
     const oldKey = await keys.verificationKey(old.kid);
     expect(oldKey).not.toBeNull();
     await expect(jwtVerify(oldToken, oldKey!)).resolves.toBeDefined();
@@ -67,14 +86,14 @@ describe.each(DATABASE_KINDS)('key store on %s', (kind) => {
 
     // Once every token the old key can have signed has expired, it is no longer published.
     now += RETENTION_MS - 1000;
-    expect((await keys.publicJwks()).keys.map((k) => k.kid)).toEqual([newKid, old.kid]);
+    expect(await publishedKids(keys, 'ES256')).toEqual([newKid, old.kid]);
     now += 1000;
-    expect((await keys.publicJwks()).keys.map((k) => k.kid)).toEqual([newKid]);
+    expect(await publishedKids(keys, 'ES256')).toEqual([newKid]);
     expect(await keys.verificationKey(old.kid)).toBeNull();
 
     // The next rotation deletes it from the table.
     const third = await keys.rotate();
-    const kids = (await t.db.kysely.selectFrom('signingKeys').select('kid').execute()).map((r) => r.kid).sort();
+    const kids = (await t.db.kysely.selectFrom('signingKeys').select('kid').where('alg', '=', 'ES256').execute()).map((r) => r.kid).sort();
     expect(kids).toEqual([newKid, third].sort());
   });
 
@@ -112,18 +131,13 @@ describe.each(DATABASE_KINDS)('key store on %s', (kind) => {
     expect((await ours.signingKey()).kid).toBe(rotatedKid);
   });
 
-  it('creates the RS256 ID-token key on first use, publishes its public members only, and never verifies an ES256 token with it', async () => {
+  it('publishes the RS256 ID-token key before any ID token is signed, and never verifies an ES256 token with it', async () => {
     t = await createTestDatabase(kind);
     const keys = await KeyStore.open(t.db, config);
     const es = await keys.signingKey();
-    expect((await keys.publicJwks()).keys).toHaveLength(1);
+    const [rsKid] = await publishedKids(keys, 'RS256');
     const rs = await keys.signingKey('RS256');
-    expect(rs.alg).toBe('RS256');
-    // Newest first, as every key list here.
-    expect((await keys.publicJwks()).keys).toEqual([
-      { kty: 'RSA', n: expect.stringMatching(/^[A-Za-z0-9_-]{342}$/), e: 'AQAB', kid: rs.kid, alg: 'RS256', use: 'sig' },
-      { kty: 'EC', crv: 'P-256', x: expect.any(String), y: expect.any(String), kid: es.kid, alg: 'ES256', use: 'sig' },
-    ]);
+    expect(rs).toMatchObject({ kid: rsKid, alg: 'RS256' });
     // A kid is only good for the algorithm its key was made for (no RSA key behind an ES256 header).
     expect(await keys.verificationKey(rs.kid, 'ES256')).toBeNull();
     expect(await keys.verificationKey(es.kid, 'RS256')).toBeNull();
@@ -133,10 +147,10 @@ describe.each(DATABASE_KINDS)('key store on %s', (kind) => {
     expect((await (await KeyStore.open(t.db, config)).signingKey('RS256')).kid).toBe(rs.kid);
   });
 
-  it('rotates the ID-token key with the access-token key once it is in use', async () => {
+  it('rotates the ID-token key with the access-token key, whether or not an ID token was signed', async () => {
     t = await createTestDatabase(kind);
     const keys = await KeyStore.open(t.db, config);
-    const oldRs = (await keys.signingKey('RS256')).kid;
+    const [oldRs] = await publishedKids(keys, 'RS256');
     const oldEs = (await keys.signingKey()).kid;
     const newEs = await keys.rotate();
     const newRs = (await keys.signingKey('RS256')).kid;

@@ -1,0 +1,121 @@
+import { sql } from 'kysely';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { AccessTokenRow } from '../../src/oauth/tokens/access-token-records.js';
+import { newId } from '../../src/storage/ids.js';
+import type { RefreshTokenRow } from '../../src/storage/refresh-tokens.js';
+import { BatchCommitError, TurnBatch, type BatchedRow } from '../../src/storage/turn-batch.js';
+import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../helpers/databases.js';
+
+function accessRow(overrides: Partial<AccessTokenRow> = {}): BatchedRow {
+  return {
+    table: 'accessTokens',
+    row: {
+      jti: newId(),
+      tokenHash: null,
+      format: 'jwt',
+      clientId: 'client-a',
+      clientRegistrationId: 'registration-a',
+      subject: 'client-a',
+      subjectType: 'client',
+      scopes: 'read:posts',
+      grantType: 'client_credentials',
+      issuedAt: '2026-11-23T10:00:00.000Z',
+      expiresAt: '2026-11-23T10:10:00.000Z',
+      revokedAt: null,
+      grantId: null,
+      ...overrides,
+    },
+  };
+}
+
+function refreshRow(overrides: Partial<RefreshTokenRow> = {}): BatchedRow {
+  return {
+    table: 'refreshTokens',
+    row: {
+      tokenHash: newId(),
+      familyId: 'family-1',
+      clientId: 'client-a',
+      clientRegistrationId: 'registration-a',
+      userId: 'user-1',
+      scopes: 'offline_access read:posts',
+      authTime: '2026-11-23T09:59:00.000Z',
+      issuedAt: '2026-11-23T10:00:00.000Z',
+      expiresAt: '2026-12-07T10:00:00.000Z',
+      rotatedAt: null,
+      revokedAt: null,
+      ...overrides,
+    },
+  };
+}
+
+describe.each(DATABASE_KINDS)('rows of one event-loop turn share one commit on %s', (kind) => {
+  let t: TestDatabase;
+  let batch: TurnBatch;
+
+  beforeEach(async () => {
+    t = await createTestDatabase(kind);
+    batch = new TurnBatch(t.db);
+  });
+  afterEach(async () => {
+    vi.restoreAllMocks();
+    await t.drop();
+  });
+
+  const jtis = async () => (await t.db.kysely.selectFrom('accessTokens').select('jti').orderBy('jti').execute()).map((row) => row.jti);
+
+  it('stores every column of both kinds of row as given, and resolves each write once its rows are committed', async () => {
+    const access = accessRow({ tokenHash: 'digest', format: 'opaque', grantId: 'family-1', subject: 'user-1', subjectType: 'user' });
+    const refresh = refreshRow({ rotatedAt: null, revokedAt: '2026-11-23T10:05:00.000Z' });
+    await batch.write([access, refresh]);
+    expect(await t.db.kysely.selectFrom('accessTokens').selectAll().execute()).toEqual([access.row]);
+    expect(await t.db.kysely.selectFrom('refreshTokens').selectAll().execute()).toEqual([refresh.row]);
+  });
+
+  it('commits the writes of one turn in one transaction', async () => {
+    const transactions = vi.spyOn(t.db.kysely, 'transaction');
+    const rows = [accessRow(), accessRow(), accessRow()];
+    await Promise.all([batch.write([rows[0]!]), batch.write([rows[1]!, refreshRow()]), batch.write([rows[2]!])]);
+    expect(await jtis()).toEqual(rows.map((row) => (row.row as AccessTokenRow).jti).sort());
+    // PostgreSQL: one Kysely transaction for the three writes; SQLite: one BEGIN IMMEDIATE on the handle.
+    if (kind === 'postgres') expect(transactions).toHaveBeenCalledTimes(1);
+    else expect(transactions).not.toHaveBeenCalled();
+  });
+
+  it('fails exactly the writes whose rows were in a failed commit, and stores none of their rows', async () => {
+    const first = accessRow();
+    const taken = (first.row as AccessTokenRow).jti;
+    await batch.write([first]);
+    // This turn: a row whose primary key is taken makes the whole commit fail, its innocent neighbour too.
+    const neighbour = accessRow();
+    const sameTurn = await Promise.allSettled([batch.write([neighbour]), batch.write([accessRow({ jti: taken })])]);
+    // The next turn commits on its own.
+    const later = accessRow();
+    await batch.write([later]);
+    expect(sameTurn.map((result) => result.status)).toEqual(['rejected', 'rejected']);
+    for (const result of sameTurn) {
+      const error = (result as PromiseRejectedResult).reason as BatchCommitError;
+      expect(error).toBeInstanceOf(BatchCommitError);
+      expect(error.code).toBe('PORTCULLIS_BATCH_COMMIT_FAILED');
+      expect(error.cause).toBeInstanceOf(Error);
+    }
+    expect(await jtis()).toEqual([taken, (later.row as AccessTokenRow).jti].sort());
+  });
+
+  it('never commits inside another request\'s transaction: a rolled-back transaction open meanwhile keeps none of the rows', async () => {
+    const row = accessRow();
+    let written: Promise<void> | undefined;
+    await expect(
+      t.db.kysely.transaction().execute(async (trx) => {
+        await trx.insertInto('invalidations').values({ kind: 'token', target: 'rolled-back', createdAt: '2026-11-23T10:00:00.000Z' }).execute();
+        written = batch.write([row]);
+        // Give the batch a turn to run while this transaction is open.
+        await new Promise((resolve) => setImmediate(resolve));
+        await sql`select 1`.execute(trx);
+        throw new Error('roll back');
+      }),
+    ).rejects.toThrow('roll back');
+    await written;
+    expect(await jtis()).toEqual([(row.row as AccessTokenRow).jti]);
+    expect(await t.db.kysely.selectFrom('invalidations').select('target').where('target', '=', 'rolled-back').execute()).toEqual([]);
+  });
+});
