@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { findAuthorizationCode, redeemAuthorizationCode } from '../../storage/authorization-codes.js';
+import { findAuthorizationCode, redeemAuthorizationCode, type AuthorizationCodeRow } from '../../storage/authorization-codes.js';
 import type { ClientRecord } from '../../storage/clients.js';
 import type { Database } from '../../storage/schema.js';
 import { findUserById } from '../../storage/users.js';
@@ -7,9 +7,8 @@ import { AUTHORIZATION_CODE } from '../authorize/authorization-request.js';
 import { OAuthError } from '../oauth-error.js';
 import { checkPkce } from '../pkce.js';
 import { digestSecret } from '../secrets.js';
-import { revokeReplayedGrant } from '../tokens/access-token-records.js';
 import type { UserGrant } from '../tokens/user-tokens.js';
-import { GrantReuseError } from './grant-reuse-error.js';
+import { refuseRedeemedCode } from './redeemed-code.js';
 
 /**
  * RFC 6749 §4.1.3 with RFC 7636 §4.6: the code is redeemed once, by the client it was issued to, with the
@@ -33,16 +32,13 @@ export async function grantAuthorizationCode(
   // Another client's code is refused without touching it: the client may not even know it is a code.
   if (!row || row.clientRegistrationId !== client.id) throw new OAuthError('invalid_grant', 'The code is not valid.');
   const nowIso = new Date(now).toISOString();
-  if (!(await redeemAuthorizationCode(db, codeHash, nowIso))) {
-    await revokeReplayedGrant(db, row.grantId, nowIso);
-    throw new GrantReuseError(row.grantId, row.userId, 'The code was already used; the tokens issued for it are revoked.');
+  // Checked first, answered after the code is redeemed (burnt) with the result: a wrong verifier or
+  // redirect_uri does not leave the code open to more guesses, and a later presentation is told which.
+  const refusal = await checkExchange(db, row, redirectUri, verifier, now);
+  if (!(await redeemAuthorizationCode(db, codeHash, nowIso, refusal === null ? 'issued' : 'refused'))) {
+    throw await refuseRedeemedCode(db, codeHash, row.grantId, row.userId, nowIso);
   }
-  // Redeemed (burnt) from here: a wrong verifier or redirect_uri does not leave the code open to more guesses.
-  if (Date.parse(row.expiresAt) <= now) throw new OAuthError('invalid_grant', 'The code has expired.');
-  if (row.redirectUri !== redirectUri) throw new OAuthError('invalid_grant', 'redirect_uri does not match the authorization request.');
-  checkPkce(verifier, row.codeChallenge);
-  const user = await findUserById(db, row.userId);
-  if (!user || !user.active) throw new OAuthError('invalid_grant', 'The user who granted the code can no longer sign in.');
+  if (refusal !== null) throw refusal;
   // The client's registration may have lost scopes since the user consented.
   const scopes = row.scopes.split(' ').filter((scope) => client.scopes.includes(scope));
   return {
@@ -54,4 +50,24 @@ export async function grantAuthorizationCode(
     authTime: Math.floor(Date.parse(row.authTime) / 1000),
     nonce: row.nonce,
   };
+}
+
+async function checkExchange(
+  db: Kysely<Database>,
+  row: AuthorizationCodeRow,
+  redirectUri: string,
+  verifier: string | undefined,
+  now: number,
+): Promise<OAuthError | null> {
+  if (Date.parse(row.expiresAt) <= now) return new OAuthError('invalid_grant', 'The code has expired.');
+  if (row.redirectUri !== redirectUri) return new OAuthError('invalid_grant', 'redirect_uri does not match the authorization request.');
+  try {
+    checkPkce(verifier, row.codeChallenge);
+  } catch (error) {
+    if (error instanceof OAuthError) return error;
+    throw error;
+  }
+  const user = await findUserById(db, row.userId);
+  if (!user || !user.active) return new OAuthError('invalid_grant', 'The user who granted the code can no longer sign in.');
+  return null;
 }

@@ -124,7 +124,7 @@ describe.each(DATABASE_KINDS)('account page and sign-out on %s', (kind) => {
     const fields = formFields(page.body, '/oauth/account/sign-out-everywhere');
     await browser.post('/oauth/account/sign-out-everywhere', { csrf_token: fields.csrf_token! });
     const late = await exchangeCode(app, web, pending.code, { code_verifier: pending.verifier });
-    expectTokenError(late, 400, 'invalid_grant', 'The code was already used; the tokens issued for it are revoked.');
+    expectTokenError(late, 400, 'invalid_grant', "This code was withdrawn before it was exchanged (the user's grants were ended); start the authorization again.");
   });
 
   it('logs out on the RP\'s request (RP-Initiated Logout 1.0) after the user confirms, back to a registered URI with state', async () => {
