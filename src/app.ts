@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { policy } from '../generated/policy.js';
 import { routes } from '../generated/routes.js';
 import { bootstrapIfEmpty, type BootstrapResult } from './bootstrap/first-start.js';
-import type { Config } from './config/config.js';
+import { developmentDefaultWarning, type Config } from './config/config.js';
 import { ApiError } from './errors/registry.js';
 import { capConnectionsPerAddress, clientErrorHandler, rawErrorResponse } from './http/connection-guard.js';
 import { Cors, isPreflight, preflightRefusal } from './http/cors.js';
@@ -143,7 +143,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     capConnectionsPerAddress(fastify.server, config.http.maxConnectionsPerAddress, security);
   }
   for (const name of config.developmentDefaults) {
-    fastify.log.warn(`${name} is not set: using a development-only default (refused when NODE_ENV=production)`);
+    fastify.log.warn(developmentDefaultWarning(config, name));
   }
 
   const db =
