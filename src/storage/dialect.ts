@@ -37,6 +37,11 @@ export interface DbOptions {
 const CHECKPOINT_INTERVAL_MS = 1000;
 const JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024;
 
+/** The embedded database's file under DATA_DIR. */
+export function sqliteFileIn(dataDir: string): string {
+  return path.join(dataDir, 'portcullis.db');
+}
+
 export async function openDb(options: DbOptions): Promise<Db> {
   if (options.databaseUrl) {
     const pg = await import('pg');
@@ -63,7 +68,7 @@ export async function openDb(options: DbOptions): Promise<Db> {
   let file = options.sqliteFile;
   if (!file) {
     fs.mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
-    file = path.join(options.dataDir, 'portcullis.db');
+    file = sqliteFileIn(options.dataDir);
   }
   const database = new SQLite(file);
   database.pragma('journal_mode = WAL');

@@ -78,6 +78,38 @@ describe('portcullis command line', { timeout: CLI_TEST_TIMEOUT }, () => {
     expect(fs.existsSync(env.DATA_DIR)).toBe(false);
   });
 
+  it('refuses a DATA_DIR without a database with exit 78, naming the file and the fix, and creates nothing', async () => {
+    const env = emptyDataDir();
+    const file = path.join(env.DATA_DIR, 'portcullis.db');
+    const stderr =
+      'Invalid configuration:\n' +
+      `  - DATA_DIR: there is no database at ${file}; set DATA_DIR to the server's data directory (or DATABASE_URL for PostgreSQL), or run 'portcullis migrate' to create a new database there\n`;
+    const commands = [
+      ['users', 'list'],
+      ['users', 'create', '--email', 'a@example.com', '--name', 'A', '--role', 'member'],
+      ['clients', 'list'],
+      ['keys', 'rotate'],
+      ['audit', 'verify'],
+    ];
+    for (const args of commands) {
+      expect({ args, result: await runCli(args, env) }).toEqual({ args, result: { code: 78, stdout: '', stderr } });
+    }
+    expect(fs.existsSync(env.DATA_DIR)).toBe(false);
+    // An existing directory without the file is refused the same way, and stays empty.
+    fs.mkdirSync(env.DATA_DIR);
+    expect(await runCli(['users', 'list'], env)).toEqual({ code: 78, stdout: '', stderr });
+    expect(fs.readdirSync(env.DATA_DIR)).toEqual([]);
+  });
+
+  it('migrate creates the database in a new DATA_DIR; the other commands then work on it', async () => {
+    const env = emptyDataDir();
+    const migrated = await runCli(['migrate'], env);
+    expect(migrated).toMatchObject({ code: 0, stderr: '' });
+    expect(migrated.stdout).toMatch(/^sqlite: applied 001-initial(, [\w-]+)+\n$/);
+    expect(fs.existsSync(path.join(env.DATA_DIR, 'portcullis.db'))).toBe(true);
+    expect(await runCli(['users', 'list'], env)).toEqual({ code: 0, stdout: '(none)\n', stderr: '' });
+  });
+
   it('bin/portcullis.js works from another working directory', async () => {
     const cli = startCli(['--help'], emptyDataDir(), [path.join(REPO_ROOT, 'bin/portcullis.js')], os.tmpdir());
     const result = await cli.result;
