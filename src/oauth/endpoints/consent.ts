@@ -10,7 +10,7 @@ import { originOf } from '../pages/html.js';
 import { findClientByClientId } from '../../storage/clients.js';
 import { redirect, requestParams, sendPage, singleParam } from './page-reply.js';
 
-const EXPIRED = errorPage(400, 'Request expired', 'This authorization request has expired, was answered already, or was opened in another browser. Return to the application and start again.');
+const EXPIRED = errorPage(400, 'Request expired', 'This authorization request has expired, was answered already, or was opened in another browser.', 'Return to the application and start again.');
 
 /**
  * GET /oauth/consent lists each requested scope with its description (seed, OAuth security rule 6: the
