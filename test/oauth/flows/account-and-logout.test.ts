@@ -4,7 +4,7 @@ import type { UserRecord } from '../../../src/storage/users.js';
 import { DATABASE_KINDS } from '../../helpers/databases.js';
 import type { TestClient } from '../fixtures.js';
 import { basic, form, FORM } from '../oauth-app.js';
-import { Browser, expectPageHeaders, hiddenInputs, pageAlert, pageHeading } from './browser.js';
+import { Browser, expectErrorPage, expectPageHeaders, hiddenInputs, pageAlert, pageHeading } from './browser.js';
 import { createUser, createWebClient, exchangeCode, expectTokenError, expectTokens, obtainCode, openFlowApp, PASSWORD, refresh, REDIRECT_URI, type FlowApp } from './flow.js';
 
 const NEW_PASSWORD = 'a brand new passphrase 42';
@@ -155,6 +155,19 @@ describe.each(DATABASE_KINDS)('account page and sign-out on %s', (kind) => {
     expect(pageAlert(forged.body)).toBe('The id_token_hint was not issued by this server.');
     const noToken = await browser.post('/oauth/logout', { csrf_token: 'forged' });
     expect(noToken.statusCode).toBe(403);
+    expect((await browser.get('/oauth/account')).statusCode).toBe(200);
+  });
+
+  it('refuses a post_logout_redirect_uri without id_token_hint or client_id, saying that one of them is needed', async () => {
+    const user = await createUser(app.db);
+    const { browser } = await signedInWithTokens(user);
+    const unnamed = await browser.get(`/oauth/logout?${new URLSearchParams({ post_logout_redirect_uri: 'https://app.example/signed-out', state: 'bye' })}`);
+    expectErrorPage(unnamed, 400, 'Invalid sign-out request', 'A post_logout_redirect_uri needs id_token_hint or client_id to name the application it belongs to.');
+    // Named by client_id, the same URI is checked against the registration and accepted.
+    const named = await browser.get(`/oauth/logout?${new URLSearchParams({ client_id: web.client.clientId, post_logout_redirect_uri: 'https://app.example/signed-out' })}`);
+    expect({ status: named.statusCode, heading: pageHeading(named.body) }).toEqual({ status: 200, heading: 'Sign out?' });
+    const elsewhere = await browser.get(`/oauth/logout?${new URLSearchParams({ client_id: web.client.clientId, post_logout_redirect_uri: 'https://evil.example/' })}`);
+    expectErrorPage(elsewhere, 400, 'Invalid sign-out request', 'The post_logout_redirect_uri is not registered for this application.');
     expect((await browser.get('/oauth/account')).statusCode).toBe(200);
   });
 });
