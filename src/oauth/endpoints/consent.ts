@@ -72,7 +72,8 @@ export function registerConsentPage(scope: FastifyInstance, deps: PageDeps): voi
       });
     if (decided !== 'allow' || allowed.length === 0) {
       recordConsent('deny', authorization.scopes);
-      const location = errorRedirect(authorization.redirectUri, deps.config.issuer, 'access_denied', 'The user denied the request.', authorization.state);
+      const description = decided === 'allow' ? 'No scope was allowed.' : 'The user denied the request.';
+      const location = errorRedirect(authorization.redirectUri, deps.config.issuer, 'access_denied', description, authorization.state);
       return redirect(reply, location);
     }
     await saveConsent(deps.db, {

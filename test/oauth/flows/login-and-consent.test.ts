@@ -300,10 +300,15 @@ describe.each(DATABASE_KINDS)('login and consent pages on %s', (kind) => {
       expectPage(await browser.visit(authorizeUrl(client)), 'consent');
     });
 
-    it('treats allowing with every scope unticked as a denial', async () => {
+    it('treats allowing with every scope unticked as a denial, saying that no scope was allowed', async () => {
       const client = await createWebClient(t.db);
+      const codes = await countRows(t.db, 'authorizationCodes');
       const reply = await answerConsent(browser, await consentPageFor(client), { scopes: [] });
-      expectErrorRedirect(reply, t.config.issuer, 'access_denied', 'The user denied the request.');
+      expectErrorRedirect(reply, t.config.issuer, 'access_denied', 'No scope was allowed.');
+      expect(await countRows(t.db, 'authorizationCodes')).toBe(codes);
+      expect(t.oauth.decisions.at(-1)).toMatchObject({ operation: 'consent', subject: user.id, clientId: client.client.clientId, decision: 'deny', reason: 'consent', scopes: 'read:posts write:posts' });
+      // Nothing is remembered: the next request asks again.
+      expectPage(await browser.visit(authorizeUrl(client)), 'consent');
     });
 
     it('remembers consent: the same scopes, or fewer, go straight back with a code', async () => {
