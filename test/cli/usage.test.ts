@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { COMMAND_GROUPS } from '../../src/cli/commands.js';
 import { DATABASE_KINDS } from '../helpers/databases.js';
 import { CLI_TEST_TIMEOUT, openCliDatabase, REPO_ROOT, runCli, startCli, type CliDatabase } from './cli-process.js';
 
@@ -116,6 +117,30 @@ describe('portcullis command line', { timeout: CLI_TEST_TIMEOUT }, () => {
     expect(result.code).toBe(0);
     expect(result.stderr).toBe('');
     expect(result.stdout).toMatch(/^Usage: portcullis <command> \[options\]\n/);
+  });
+});
+
+describe('the README\'s command summary', () => {
+  const readme = fs.readFileSync(path.join(REPO_ROOT, 'README.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('## Operate it'));
+  const block = section.slice(section.indexOf('```\n') + 4, section.indexOf('\n```', section.indexOf('```\n') + 4));
+  const paths = COMMAND_GROUPS.flatMap((group) => group.commands.map((command) => ({ group, command, path: group.name === '' ? command.name : `${group.name} ${command.name}` })));
+  /** Where each command's summary starts in the block: at a line start or after ` | `. */
+  const starts = paths.map(({ path: name }) => ({ name, at: new RegExp(`(^|\\| )${name}( |$)`, 'm').exec(block)?.index ?? -1 }));
+
+  it('names every command, with every option its --help shows', () => {
+    expect(starts.filter(({ at }) => at < 0).map(({ name }) => name)).toEqual([]);
+    const ordered = [...starts].sort((a, b) => a.at - b.at);
+    const missing: string[] = [];
+    for (const { command, path: name } of paths) {
+      const index = ordered.findIndex((start) => start.name === name);
+      const summary = block.slice(ordered[index]!.at, ordered[index + 1]?.at ?? block.length);
+      for (const [option, spec] of Object.entries(command.options)) {
+        const named = summary.includes(`--${option}`) || (spec.short !== undefined && summary.includes(`-${spec.short} `));
+        if (!named) missing.push(`${name} --${option}`);
+      }
+    }
+    expect(missing).toEqual([]);
   });
 });
 
