@@ -48,8 +48,12 @@ export async function openDb(options: DbOptions): Promise<Db> {
     // Numeric columns (bigserial) come back as strings by default; audit sequence numbers fit in a double.
     pg.default.types.setTypeParser(20, (v: string) => Number(v));
     const pool = new pg.default.Pool({ connectionString: options.databaseUrl, max: 10, connectionTimeoutMillis: 5000 });
-    // An idle client's connection error must not crash the process; the next query reports it.
+    // A connection the server cuts (an administrator, a failover, a restart) emits `error`, and an `error`
+    // event without a listener ends the process. The pool listens on its idle clients only; a client that a
+    // transaction holds between two statements needs its own listener, for its whole life. Either way the
+    // statement that needed the connection fails (and reports it), and the pool drops the broken client.
     pool.on('error', () => {});
+    pool.on('connect', (client) => client.on('error', () => {}));
     const kysely = new Kysely<Database>({
       dialect: new PostgresDialect({ pool }),
       plugins: [new CamelCasePlugin()],
