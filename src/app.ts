@@ -10,6 +10,7 @@ import { renderOAuthError } from './errors/oauth-renderer.js';
 import { ApiError } from './errors/registry.js';
 import { capConnectionsPerAddress, clientErrorHandler, rawErrorResponse } from './http/connection-guard.js';
 import { Cors, isPreflight, preflightRefusal } from './http/cors.js';
+import { trustProxyOption } from './http/trust-proxy.js';
 import { RateLimiter, rateLimitHeaders } from './limits/rate-limit.js';
 import { SignInThrottle } from './limits/sign-in-throttle.js';
 import { KeyStore } from './oauth/keys/key-store.js';
@@ -116,7 +117,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       requireHostHeader: false,
     },
     clientErrorHandler: clientErrorHandler(security),
-    trustProxy: config.http.trustProxy,
+    trustProxy: trustProxyOption(config.http.trustProxy),
     genReqId: () => randomUUID(),
     // While closing, new requests on open connections are refused by the hook below, in the API's shape.
     return503OnClosing: false,
@@ -141,7 +142,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   // RFC 9110 §10.1.1: an expectation other than 100-continue may be refused with 417 or ignored. Node refuses
   // it with an empty body; ignored, the request is answered as it would be without the field.
   fastify.server.on('checkExpectation', (request, response) => fastify.server.emit('request', request, response));
-  if (!config.http.trustProxy && config.http.maxConnectionsPerAddress > 0) {
+  // Behind proxies, they hold the connections: one cap per proxy address would cap every client together.
+  if (config.http.trustProxy === false && config.http.maxConnectionsPerAddress > 0) {
     capConnectionsPerAddress(fastify.server, config.http.maxConnectionsPerAddress, security);
   }
   for (const name of config.developmentDefaults) {

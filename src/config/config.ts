@@ -30,10 +30,14 @@ export interface Config {
   };
   readonly http: {
     readonly bodyLimit: number;
-    readonly trustProxy: boolean;
+    /**
+     * Which X-Forwarded-For hops to believe for the client's address: none (false), the N proxies nearest
+     * the server, or the proxies at these addresses and ranges. Passed to Fastify's `trustProxy` as is.
+     */
+    readonly trustProxy: false | number | readonly string[];
     /** Seconds a request may take to arrive whole, headers and body (408 after). */
     readonly requestTimeoutSeconds: number;
-    /** Open connections one socket address may hold; 0 turns the cap off (behind TRUST_PROXY it is off). */
+    /** Open connections one socket address may hold; 0 turns the cap off (with TRUST_PROXY set it is off). */
     readonly maxConnectionsPerAddress: number;
   };
   readonly rateLimit: {
@@ -158,6 +162,54 @@ function originProblem(entry: string): string | null {
   return null;
 }
 
+/** proxy-addr's names for ranges (Fastify's trustProxy takes them beside addresses and CIDRs). */
+const PROXY_RANGE_NAMES = ['loopback', 'linklocal', 'uniquelocal'];
+const MAX_PROXY_HOPS = 10;
+
+/**
+ * TRUST_PROXY: whom to believe about the client's address, which rate limits and sign-in throttling key on.
+ * `true` would believe every X-Forwarded-For entry, and a client writes the leftmost ones itself, so any
+ * client could pick a fresh address per request: it is refused rather than guessed at (taking it as one hop
+ * would be wrong behind two proxies, where every user would then share the nearer proxy's budgets).
+ */
+function readTrustProxy(env: Env, name: string, problems: Problems): false | number | string[] {
+  const raw = readString(env, name)?.trim() ?? null;
+  if (raw === null || raw === 'false' || raw === '0') return false;
+  if (raw === 'true') {
+    problems.add(
+      name,
+      'true would trust every X-Forwarded-For entry, which any client can forge; set the number of proxies in front of the server (e.g. 1) or their addresses and CIDR ranges (e.g. 10.0.0.0/8,192.0.2.7)',
+    );
+    return false;
+  }
+  if (/^\d+$/.test(raw)) {
+    const hops = Number(raw);
+    if (hops > MAX_PROXY_HOPS) problems.add(name, `must be a number of proxies between 1 and ${MAX_PROXY_HOPS}, got ${hops}`);
+    return hops;
+  }
+  const entries = raw.split(',').map((entry) => entry.trim());
+  for (const entry of entries) {
+    const problem = proxyEntryProblem(entry);
+    if (problem !== null) problems.add(name, problem);
+  }
+  return entries;
+}
+
+function proxyEntryProblem(entry: string): string | null {
+  if (entry === '') return 'has an empty entry (proxies are separated by single commas)';
+  if (PROXY_RANGE_NAMES.includes(entry)) return null;
+  const slash = entry.indexOf('/');
+  const address = slash < 0 ? entry : entry.slice(0, slash);
+  const family = isIP(address);
+  const invalid = `${JSON.stringify(entry)} is neither a number of proxies, an IP address, a CIDR range (address/prefix) nor one of ${PROXY_RANGE_NAMES.join(', ')}`;
+  if (family === 0) return invalid;
+  if (slash < 0) return null;
+  const prefix = entry.slice(slash + 1);
+  const bits = family === 4 ? 32 : 128;
+  if (!/^\d{1,3}$/.test(prefix) || Number(prefix) > bits) return `${JSON.stringify(entry)}: the prefix length must be 0 to ${bits}`;
+  return null;
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 export class ConfigError extends Error {
@@ -218,7 +270,7 @@ export function loadConfig(env: Env = process.env): Config {
     },
     http: {
       bodyLimit: readInt(env, 'BODY_LIMIT', 64 * 1024, 1024, 10 * 1024 * 1024, problems),
-      trustProxy: readBool(env, 'TRUST_PROXY', false, problems),
+      trustProxy: readTrustProxy(env, 'TRUST_PROXY', problems),
       requestTimeoutSeconds: readInt(env, 'REQUEST_TIMEOUT_SECONDS', 10, 1, 300, problems),
       maxConnectionsPerAddress: readInt(env, 'MAX_CONNECTIONS_PER_ADDRESS', 64, 0, 100_000, problems),
     },

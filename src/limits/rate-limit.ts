@@ -39,16 +39,16 @@ export class RateLimitPolicy {
     }
   }
 
-  /** The key's state without spending from it: `allowed` is false while its budget is spent. */
-  async peek(key: string): Promise<RateLimitResult> {
-    const res = await this.#limiter.get(key);
-    if (res === null) return this.#result(new RateLimiterRes(this.points, 0, 0, false), true);
-    return this.#result(res, res.consumedPoints < this.points);
-  }
-
   /** Forgets the key's spending (a successful sign-in clears the account's failures). */
   async reset(key: string): Promise<void> {
     await this.#limiter.delete(key);
+  }
+
+  /** Gives back `weight` points taken by `consume` (a reservation that turned out not to be spent). */
+  async refund(key: string, weight = 1): Promise<void> {
+    const res = await this.#limiter.reward(key, weight);
+    // The window ended in between: the reward opened a new one below zero, which would be a free point.
+    if (res.consumedPoints < 0) await this.#limiter.delete(key);
   }
 
   #result(res: RateLimiterRes, allowed: boolean): RateLimitResult {

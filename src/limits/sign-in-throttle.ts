@@ -1,45 +1,102 @@
 import { RateLimitPolicy } from './rate-limit.js';
 
-/** Failed sign-ins an account may have in a window before it is refused without checking (OWASP ASVS 2.2.1). */
-const ACCOUNT_FAILURES = 5;
-/** Failed sign-ins one address may have in a window, over all accounts (password spraying). */
-const ADDRESS_FAILURES = 30;
 const WINDOW_SECONDS = 15 * 60;
 
-export interface ThrottleVerdict {
-  allowed: boolean;
-  retryAfterSeconds: number;
+/**
+ * The budgets of failed sign-ins, each per 15 minutes (OWASP Authentication Cheat Sheet, "Account Lockout";
+ * ASVS 4.0 §2.2.1 asks that no more than 100 failed attempts an hour be possible on one account).
+ */
+export const SIGN_IN_LIMITS = Object.freeze({
+  windowSeconds: WINDOW_SECONDS,
+  /** One account from one address: the limit a guesser meets first. */
+  accountAddress: 5,
+  /**
+   * One account over all addresses: bounds distributed guessing to 80 an hour. Reaching it locks the account
+   * for browsers that never signed in to it; a known device is not refused by it (it has its own budget).
+   */
+  account: 20,
+  /** One known-device cookie, from wherever it is sent (a copied cookie does not multiply guesses). */
+  knownDevice: 5,
+  /** One address over all accounts and device user codes (password spraying, walking the user codes). */
+  address: 30,
+});
+
+export interface SignInAttempt {
+  /** The account named (an email), or null for guesses that name none (a device's user code). */
+  account: string | null;
+  address: string;
+  /** The id of a known-device cookie verified for this account (src/oauth/browser/known-devices.ts), if any. */
+  knownDevice?: string | null;
 }
 
+export type ThrottledOutcome<T> = { throttled: true; retryAfterSeconds: number } | { throttled: false; value: T | null };
+
+type Budget = readonly [RateLimitPolicy, string];
+
 /**
- * Brute-force throttling of passwords and user codes, per account and per address. Only failures count:
- * a user who signs in correctly is never slowed, and a success clears the account's count. A throttled
- * attempt is refused before the password is hashed, so a flood costs no scrypt work.
+ * Brute-force throttling of passwords and user codes. Every attempt first *reserves* one failure in each of
+ * its budgets — before the password is hashed — so concurrent guesses can never exceed a limit: the sixth of
+ * six simultaneous guesses finds five reserved and is refused without a password check. The check then runs;
+ * a wrong answer keeps its reservations (they are the failure count), a right one gives them back and clears
+ * the account's failures from that address, and a check that throws gives them back (no verdict, no failure).
+ * A refused attempt gives back what it reserved, so only attempts that reached the check are ever counted.
  */
 export class SignInThrottle {
-  readonly #account = new RateLimitPolicy('sign-in-account', ACCOUNT_FAILURES, WINDOW_SECONDS);
-  readonly #address = new RateLimitPolicy('sign-in-address', ADDRESS_FAILURES, WINDOW_SECONDS);
+  readonly #address = new RateLimitPolicy('sign-in-address', SIGN_IN_LIMITS.address, WINDOW_SECONDS);
+  readonly #accountAddress = new RateLimitPolicy('sign-in-account-address', SIGN_IN_LIMITS.accountAddress, WINDOW_SECONDS);
+  readonly #account = new RateLimitPolicy('sign-in-account', SIGN_IN_LIMITS.account, WINDOW_SECONDS);
+  readonly #knownDevice = new RateLimitPolicy('sign-in-known-device', SIGN_IN_LIMITS.knownDevice, WINDOW_SECONDS);
 
-  async check(account: string | null, address: string): Promise<ThrottleVerdict> {
-    const [byAddress, byAccount] = await Promise.all([
-      this.#address.peek(address),
-      account === null ? null : this.#account.peek(normalize(account)),
-    ]);
-    const refused = [byAddress, byAccount].filter((result) => result !== null && !result.allowed);
-    if (refused.length === 0) return { allowed: true, retryAfterSeconds: 0 };
-    return { allowed: false, retryAfterSeconds: Math.max(...refused.map((result) => result!.resetSeconds)) };
+  /**
+   * Runs `check` (the password or user-code check) unless a budget is spent. `check` answers null for a
+   * failure and anything else for a success.
+   */
+  async attempt<T>(attempt: SignInAttempt, check: () => Promise<T | null>): Promise<ThrottledOutcome<T>> {
+    const reserved: Budget[] = [];
+    // In order, stopping at the first spent budget: a refused attempt creates no counters further down.
+    for (const budget of this.#budgets(attempt)) {
+      const [policy, key] = budget;
+      const result = await policy.consume(key);
+      reserved.push(budget);
+      if (!result.allowed) {
+        await giveBack(reserved);
+        return { throttled: true, retryAfterSeconds: result.resetSeconds };
+      }
+    }
+    let value: T | null;
+    try {
+      value = await check();
+    } catch (error) {
+      await giveBack(reserved);
+      throw error;
+    }
+    if (value !== null) {
+      await giveBack(reserved);
+      if (attempt.account !== null) await this.#accountAddress.reset(accountAddressKey(attempt.account, attempt.address));
+    }
+    return { throttled: false, value };
   }
 
-  async failed(account: string | null, address: string): Promise<void> {
-    await Promise.all([this.#address.consume(address), account === null ? null : this.#account.consume(normalize(account))]);
+  #budgets({ account, address, knownDevice }: SignInAttempt): Budget[] {
+    const budgets: Budget[] = [[this.#address, address]];
+    if (account === null) return budgets;
+    budgets.push([this.#accountAddress, accountAddressKey(account, address)]);
+    // A browser that signed in to this account before is not locked out by guesses from elsewhere
+    // (OWASP, "Slow Down Online Guessing Attacks with Device Cookies"); its own failures are bounded instead.
+    budgets.push(knownDevice ? [this.#knownDevice, knownDevice] : [this.#account, normalizeAccount(account)]);
+    return budgets;
   }
+}
 
-  async succeeded(account: string): Promise<void> {
-    await this.#account.reset(normalize(account));
-  }
+async function giveBack(budgets: readonly Budget[]): Promise<void> {
+  await Promise.all(budgets.map(([policy, key]) => policy.refund(key)));
+}
+
+function accountAddressKey(account: string, address: string): string {
+  return `${normalizeAccount(account)}\n${address}`;
 }
 
 /** Emails are unique regardless of case, so are their budgets. */
-function normalize(account: string): string {
+export function normalizeAccount(account: string): string {
   return account.trim().toLowerCase();
 }

@@ -15,6 +15,7 @@ import type { SignInThrottle } from '../limits/sign-in-throttle.js';
 import { cookieJar } from './browser/cookies.js';
 import { CsrfTokens } from './browser/csrf.js';
 import { InteractionStore } from './browser/interaction-store.js';
+import { KnownDevices } from './browser/known-devices.js';
 import type { PageDeps } from './browser/page-deps.js';
 import { SignInSessions } from './browser/sign-in-sessions.js';
 import { registerAuthorizeEndpoint } from './endpoints/authorize.js';
@@ -41,7 +42,7 @@ export interface OAuthDeps {
   scopes: readonly string[];
   /** Requests per address and window (RATE_LIMIT_ANONYMOUS_MAX); absent in unit tests of the endpoints. */
   limiter?: RateLimiter;
-  /** Failed passwords per account and address (login page, password grant). */
+  /** Failed passwords and user codes (login, account and device pages, password grant). */
   throttle: SignInThrottle;
   /** The contract's scope catalogue with descriptions, for the consent page. */
   scopeDescriptions: Readonly<Record<string, string>>;
@@ -66,7 +67,13 @@ export async function registerOAuth(app: FastifyInstance, deps: OAuthDeps): Prom
         done(error as Error);
       }
     });
-    scope.setErrorHandler(sendOAuthError);
+    // A POST with no body at all (no Content-Type, no length) is an empty form: its endpoint says what is
+    // missing. A body of any other type never gets this far (415 from the parser lookup).
+    scope.addHook('preValidation', async (request) => {
+      if (request.method === 'POST' && request.body === undefined) request.body = new URLSearchParams();
+    });
+    const bodyLimit = deps.config.http.bodyLimit;
+    scope.setErrorHandler((error: FastifyError, request, reply) => sendOAuthError(translateFastifyError(error, bodyLimit), error, request, reply));
     if (deps.limiter) {
       const limiter = deps.limiter;
       // Per address: credential guessing and token storms are slowed before any secret is checked.
@@ -90,7 +97,7 @@ export async function registerOAuth(app: FastifyInstance, deps: OAuthDeps): Prom
     await scope.register(async (pages) => {
       // A page's failure is a page, not JSON: the browser shows it. Causes stay in the log.
       pages.setErrorHandler((error: FastifyError, request, reply) => {
-        const translated = translateFastifyError(error);
+        const translated = translateFastifyError(error, bodyLimit);
         if (translated instanceof OAuthError) return sendPage(reply, errorPage(translated.status, 'Invalid request', translated.description));
         const rendered = renderOAuthError(error);
         if (rendered.status >= 500 && rendered.status !== 503) request.log.error({ err: error }, 'OAuth page failed');
@@ -99,12 +106,17 @@ export async function registerOAuth(app: FastifyInstance, deps: OAuthDeps): Prom
         return sendPage(reply, errorPage(rendered.status, 'Something went wrong', 'The server could not complete the request.'));
       });
       const pageDeps = pagesDeps(deps);
+      // The authorization request answers a repeated parameter itself: by redirect to the client when its
+      // redirect_uri is known (RFC 6749 §4.1.2.1), else with an error page.
       registerAuthorizeEndpoint(pages, pageDeps);
-      registerLoginPage(pages, pageDeps);
-      registerConsentPage(pages, pageDeps);
-      registerDevicePages(pages, pageDeps);
-      registerAccountPages(pages, pageDeps);
-      registerLogoutEndpoint(pages, { ...pageDeps, keys: deps.keys });
+      await pages.register(async (forms) => {
+        forms.addHook('preHandler', refuseRepeatedFields);
+        registerLoginPage(forms, pageDeps);
+        registerConsentPage(forms, pageDeps);
+        registerDevicePages(forms, pageDeps);
+        registerAccountPages(forms, pageDeps);
+        registerLogoutEndpoint(forms, { ...pageDeps, keys: deps.keys });
+      });
     });
   });
 }
@@ -120,6 +132,7 @@ function pagesDeps(deps: OAuthDeps): PageDeps {
     sessions: new SignInSessions(deps.db.kysely, jar, deps.config.signIn.sessionTtl, clock),
     interactions: new InteractionStore(deps.db.kysely, clock),
     throttle: deps.throttle,
+    knownDevices: new KnownDevices(deps.config.keyEncryptionSecret, jar, clock),
     scopeDescriptions: deps.scopeDescriptions,
     audit: deps.audit,
     forgetUser: deps.forgetUser,
@@ -127,22 +140,39 @@ function pagesDeps(deps: OAuthDeps): PageDeps {
   };
 }
 
-function sendOAuthError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  const rendered = renderOAuthError(translateFastifyError(error));
-  if (rendered.status >= 500) request.log.error({ err: error }, 'OAuth endpoint failed');
+function sendOAuthError(translated: unknown, cause: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const rendered = renderOAuthError(translated);
+  if (rendered.status >= 500) request.log.error({ err: cause }, 'OAuth endpoint failed');
   return reply.status(rendered.status).headers(rendered.headers).send(rendered.body);
 }
 
-/** Fastify's own 4xx errors (unsupported media type, body too large, bad body) are malformed requests. */
-const FASTIFY_CLIENT_ERRORS: Readonly<Record<string, string>> = {
-  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'The request body must be application/x-www-form-urlencoded.',
-  FST_ERR_CTP_BODY_TOO_LARGE: 'The request body is too large.',
-};
-
-function translateFastifyError(error: FastifyError): unknown {
+/**
+ * Fastify's own 4xx errors are malformed requests, `invalid_request` in RFC 6749's terms; the status stays
+ * what HTTP says (RFC 9110 §15.5.14, §15.5.16): 413 for a body over BODY_LIMIT, 415 for a body that is not a
+ * form (JSON, no Content-Type), 400 for the rest.
+ */
+function translateFastifyError(error: FastifyError, bodyLimit: number): unknown {
   const isClientError = typeof error.code === 'string' && error.code.startsWith('FST_') && (error.statusCode ?? 500) < 500;
   if (!isClientError) return error;
-  return new OAuthError('invalid_request', FASTIFY_CLIENT_ERRORS[error.code] ?? 'The request is malformed.');
+  if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return new OAuthError('invalid_request', `The request body is larger than ${bodyLimit} bytes.`, 413);
+  if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return new OAuthError('invalid_request', 'The request body must be application/x-www-form-urlencoded.', 415);
+  return new OAuthError('invalid_request', 'The request is malformed.');
+}
+
+/** Fields a form may send more than once: the consent and device pages' scope checkboxes. */
+const REPEATABLE_FIELDS: ReadonlySet<string> = new Set(['scope']);
+
+/**
+ * A page's form names each other field once; a repeated one would be read as absent (page-reply.ts,
+ * singleParam) and answered as a wrong password or an expired form, so it is refused as what it is.
+ */
+async function refuseRepeatedFields(request: FastifyRequest): Promise<void> {
+  if (!(request.body instanceof URLSearchParams)) return;
+  const seen = new Set<string>();
+  for (const name of request.body.keys()) {
+    if (seen.has(name) && !REPEATABLE_FIELDS.has(name)) throw new OAuthError('invalid_request', `The ${name.slice(0, 64)} field is repeated.`);
+    seen.add(name);
+  }
 }
 
 /**

@@ -22,17 +22,6 @@ export async function saveConsent(db: Kysely<Database>, row: ConsentRow): Promis
     .execute();
 }
 
-/** The user's consents with the name of each application that still exists. */
-export async function listConsents(db: Kysely<Database>, userId: string) {
-  return db
-    .selectFrom('consents')
-    .innerJoin('clients', 'clients.id', 'consents.clientRegistrationId')
-    .select(['consents.clientRegistrationId', 'consents.clientId', 'consents.scopes', 'consents.grantedAt', 'clients.name'])
-    .where('consents.userId', '=', userId)
-    .orderBy('consents.grantedAt')
-    .execute();
-}
-
 export async function deleteConsent(db: Kysely<Database>, userId: string, clientRegistrationId: string): Promise<boolean> {
   const result = await db
     .deleteFrom('consents')

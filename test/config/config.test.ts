@@ -75,7 +75,34 @@ describe('configuration', () => {
       'PORT: must be an integer, got "eighty"',
       'LOG_LEVEL: must be one of fatal, error, warn, info, debug, trace, silent',
       'DATABASE_URL: must use postgres: or postgresql:',
-      'TRUST_PROXY: must be true or false, got "maybe"',
+      'TRUST_PROXY: "maybe" is neither a number of proxies, an IP address, a CIDR range (address/prefix) nor one of loopback, linklocal, uniquelocal',
+    ]);
+  });
+
+  it('reads TRUST_PROXY as nothing trusted by default, a number of proxies, or the proxies\' addresses and ranges', () => {
+    for (const off of [{}, { TRUST_PROXY: '' }, { TRUST_PROXY: 'false' }, { TRUST_PROXY: '0' }]) expect(loadConfig(off).http.trustProxy).toBe(false);
+    expect(loadConfig({ TRUST_PROXY: '1' }).http.trustProxy).toBe(1);
+    expect(loadConfig({ TRUST_PROXY: '10' }).http.trustProxy).toBe(10);
+    expect(loadConfig({ TRUST_PROXY: '10.0.0.0/8, 192.0.2.7,::1,fd00::/8,loopback' }).http.trustProxy).toEqual(['10.0.0.0/8', '192.0.2.7', '::1', 'fd00::/8', 'loopback']);
+  });
+
+  it('refuses TRUST_PROXY=true, which would let any client choose its address, saying what to set instead', () => {
+    expect(problemsOf({ TRUST_PROXY: 'true' })).toEqual([
+      'TRUST_PROXY: true would trust every X-Forwarded-For entry, which any client can forge; set the number of proxies in front of the server (e.g. 1) or their addresses and CIDR ranges (e.g. 10.0.0.0/8,192.0.2.7)',
+    ]);
+  });
+
+  it('refuses a TRUST_PROXY that is no number of proxies, address or range, naming each bad entry', () => {
+    expect(problemsOf({ TRUST_PROXY: '11' })).toEqual(['TRUST_PROXY: must be a number of proxies between 1 and 10, got 11']);
+    expect(problemsOf({ TRUST_PROXY: '10.0.0.0/33,proxy.example.com,,fd00::/129,10.0.0.0/x,1.2.3.4/08' })).toEqual([
+      'TRUST_PROXY: "10.0.0.0/33": the prefix length must be 0 to 32',
+      'TRUST_PROXY: "proxy.example.com" is neither a number of proxies, an IP address, a CIDR range (address/prefix) nor one of loopback, linklocal, uniquelocal',
+      'TRUST_PROXY: has an empty entry (proxies are separated by single commas)',
+      'TRUST_PROXY: "fd00::/129": the prefix length must be 0 to 128',
+      'TRUST_PROXY: "10.0.0.0/x": the prefix length must be 0 to 32',
+    ]);
+    expect(problemsOf({ TRUST_PROXY: '-1' })).toEqual([
+      'TRUST_PROXY: "-1" is neither a number of proxies, an IP address, a CIDR range (address/prefix) nor one of loopback, linklocal, uniquelocal',
     ]);
   });
 

@@ -126,7 +126,7 @@ describe.each(DATABASE_KINDS)('oauth4webapi against a listening server on %s', (
     expect(claims.at_hash).toBe(digest.subarray(0, 16).toString('base64url'));
 
     const userinfo = await oauth.processUserInfoResponse(as, registered.client, claims.sub, await oauth.userInfoRequest(as, registered.client, tokens.access_token, http));
-    expect(userinfo).toEqual({ sub: user.id, name: userName, email: user.email });
+    expect(userinfo).toEqual({ sub: user.id, name: userName, email: user.email, email_verified: false });
 
     // RFC 9068, as a resource server checks it: typ at+jwt, the claims, the signature by a key at jwks_uri.
     const atClaims = await oauth.validateJwtAccessToken(as, new Request(`${issuer}/v1/posts`, { headers: { authorization: `Bearer ${tokens.access_token}` } }), issuer, {

@@ -24,7 +24,7 @@ export async function buildOAuthApp(db: Db, config: Config, scopes: readonly str
   const keys = await KeyStore.open(db, config);
   const tokens = new TokenService({ db, config, keys });
   const subjects = new SubjectDirectory(db.kysely);
-  const app = Fastify();
+  const app = Fastify({ bodyLimit: config.http.bodyLimit });
   app.post('/v1/echo', async (request) => request.body);
   const decisions: AuditDecision[] = [];
   await registerOAuth(app, {

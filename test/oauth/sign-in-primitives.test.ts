@@ -2,6 +2,10 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { cookieJar, readCookie, serializeCookie } from '../../src/oauth/browser/cookies.js';
 import { CsrfTokens } from '../../src/oauth/browser/csrf.js';
+import { browserBinding } from '../../src/oauth/browser/sign-in-sessions.js';
+import { isUnverifiableClient, needsConsent } from '../../src/oauth/authorize/consent-check.js';
+import type { ClientRecord } from '../../src/storage/clients.js';
+import type { ConsentRow } from '../../src/storage/consents.js';
 import { displayUserCode, generateUserCode, normalizeUserCode, USER_CODE_ALPHABET } from '../../src/oauth/device/user-code.js';
 import { OAuthError } from '../../src/oauth/oauth-error.js';
 import { escapeHtml, html } from '../../src/oauth/pages/html.js';
@@ -77,7 +81,7 @@ describe('device user codes (RFC 8628 §6.1)', () => {
 describe('page cookies and form tokens', () => {
   it('names cookies with __Host- and marks them Secure over https only', () => {
     const https = cookieJar('https://auth.example');
-    expect(https).toEqual({ browser: '__Host-portcullis-browser', session: '__Host-portcullis-session', secure: true });
+    expect(https).toEqual({ browser: '__Host-portcullis-browser', session: '__Host-portcullis-session', device: '__Host-portcullis-device', secure: true });
     expect(serializeCookie(https, https.session, 'v', 60)).toBe('__Host-portcullis-session=v; Path=/; HttpOnly; SameSite=Lax; Secure; Max-Age=60');
     const http = cookieJar('http://127.0.0.1:3000');
     expect(serializeCookie(http, http.browser, 'v', null)).toBe('portcullis-browser=v; Path=/; HttpOnly; SameSite=Lax');
@@ -89,6 +93,35 @@ describe('page cookies and form tokens', () => {
     expect(readCookie('portcullis-session=a"b', 'portcullis-session')).toBeNull();
     expect(readCookie('xportcullis-session=abc', 'portcullis-session')).toBeNull();
     expect(readCookie(undefined, 'portcullis-session')).toBeNull();
+  });
+
+  it('sets a new browser binding only in answer to a GET or HEAD without one, never to a post', () => {
+    const jar = cookieJar('https://auth.example');
+    const present = browserBinding(jar, `${jar.browser}=existing_value-1`, 'GET');
+    expect(present).toEqual({ browser: 'existing_value-1', presented: true, setCookie: null });
+    expect(browserBinding(jar, `${jar.browser}=existing_value-1`, 'POST')).toEqual(present);
+    for (const method of ['GET', 'HEAD']) {
+      const fresh = browserBinding(jar, undefined, method);
+      expect(fresh).toEqual({ browser: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/), presented: false, setCookie: `${jar.browser}=${fresh.browser}; Path=/; HttpOnly; SameSite=Lax; Secure` });
+    }
+    expect(browserBinding(jar, undefined, 'POST')).toEqual({ browser: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/), presented: false, setCookie: null });
+  });
+
+  it('asks every time for a public client on a loopback or private-use redirect URI (RFC 8252 §8.6), first-party or not', () => {
+    const client = (type: 'public' | 'confidential', firstParty = false) => ({ type, firstParty }) as ClientRecord;
+    const remembered: ConsentRow = { userId: 'u', clientRegistrationId: 'c', clientId: 'app', scopes: 'openid read:posts', grantedAt: '2026-01-01T00:00:00.000Z' };
+    const scopes = ['read:posts'];
+    for (const uri of ['http://127.0.0.1:5000/cb', 'http://[::1]/cb', 'com.example.app:/cb']) {
+      expect({ uri, unverifiable: isUnverifiableClient(client('public'), uri) }).toEqual({ uri, unverifiable: true });
+      expect(needsConsent(client('public'), uri, remembered, scopes, false)).toBe(true);
+      expect(needsConsent(client('public', true), uri, null, scopes, false)).toBe(true);
+      expect(needsConsent(client('confidential'), uri, remembered, scopes, false)).toBe(false);
+    }
+    expect(isUnverifiableClient(client('public'), 'https://spa.example/cb')).toBe(false);
+    expect(needsConsent(client('public'), 'https://spa.example/cb', remembered, scopes, false)).toBe(false);
+    expect(needsConsent(client('public', true), 'https://spa.example/cb', null, scopes, false)).toBe(false);
+    expect(needsConsent(client('public'), 'https://spa.example/cb', remembered, ['write:posts'], false)).toBe(true);
+    expect(needsConsent(client('confidential', true), 'https://app.example/cb', null, scopes, true)).toBe(true);
   });
 
   it('verifies a form token only for the browser and purpose it was issued for', () => {

@@ -4,7 +4,7 @@ import type { OpenInteraction } from '../browser/interaction-store.js';
 import type { PageDeps, PageRequest } from '../browser/page-deps.js';
 import type { SignedIn } from '../browser/sign-in-sessions.js';
 import type { AuthorizationRequest } from './authorization-request.js';
-import { needsConsent } from './consent-check.js';
+import { isUnverifiableClient, needsConsent } from './consent-check.js';
 import { errorRedirect, issueAuthorizationCode } from './issue-code.js';
 
 export interface AuthorizationState {
@@ -33,9 +33,14 @@ export async function advanceAuthorization(deps: PageDeps, state: AuthorizationS
     return `/oauth/login?interaction=${await interactionFor(deps, state)}`;
   }
   const consent = await findConsent(deps.db, signedIn!.user.id, client.id);
-  if (needsConsent(client, consent, request.scopes, request.prompt.includes('consent'))) {
+  if (needsConsent(client, request.redirectUri, consent, request.scopes, request.prompt.includes('consent'))) {
     if (request.prompt.includes('none')) {
-      return errorRedirect(request.redirectUri, issuer, 'consent_required', 'The user has not allowed this access.', request.state);
+      // OpenID Connect Core §3.1.2.6: consent_required. For an app that cannot be authenticated the user is
+      // asked every time, so the description says so rather than suggest that consenting once would do.
+      const description = isUnverifiableClient(client, request.redirectUri)
+        ? 'This application cannot be verified, so the user must allow each request.'
+        : 'The user has not allowed this access.';
+      return errorRedirect(request.redirectUri, issuer, 'consent_required', description, request.state);
     }
     return `/oauth/consent?interaction=${await interactionFor(deps, state)}`;
   }

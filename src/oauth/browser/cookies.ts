@@ -8,13 +8,15 @@ export interface CookieJar {
   readonly browser: string;
   /** The sign-in session. */
   readonly session: string;
+  /** Marks a browser that signed in to an account before (known-devices.ts). */
+  readonly device: string;
   readonly secure: boolean;
 }
 
 export function cookieJar(issuer: string): CookieJar {
   const secure = issuer.startsWith('https://');
   const prefix = secure ? '__Host-' : '';
-  return { browser: `${prefix}portcullis-browser`, session: `${prefix}portcullis-session`, secure };
+  return { browser: `${prefix}portcullis-browser`, session: `${prefix}portcullis-session`, device: `${prefix}portcullis-device`, secure };
 }
 
 const COOKIE_VALUE = /^[A-Za-z0-9_-]{1,128}$/;

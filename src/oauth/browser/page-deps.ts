@@ -6,6 +6,7 @@ import type { Database } from '../../storage/schema.js';
 import type { CookieJar } from './cookies.js';
 import type { CsrfTokens } from './csrf.js';
 import type { InteractionStore } from './interaction-store.js';
+import type { KnownDevices } from './known-devices.js';
 import type { SignInSessions } from './sign-in-sessions.js';
 
 /** What the authorization server's pages (authorize, login, consent, device, account, logout) work with. */
@@ -17,6 +18,7 @@ export interface PageDeps {
   sessions: SignInSessions;
   interactions: InteractionStore;
   throttle: SignInThrottle;
+  knownDevices: KnownDevices;
   /** The contract's scope catalogue: name -> description shown on the consent page. */
   scopeDescriptions: Readonly<Record<string, string>>;
   audit: { record(decision: AuditDecision): void };

@@ -59,10 +59,27 @@ export class SignInSessions {
   }
 }
 
-/** The browser-binding cookie's value, or a new one with the Set-Cookie to send (it lives as long as the browser session). */
-export function browserBinding(jar: CookieJar, cookieHeader: string | undefined): { browser: string; setCookie: string | null } {
+export interface BrowserBinding {
+  /** The binding the browser presented, or a new one (sent in `setCookie` only where it may be set). */
+  browser: string;
+  /** Whether the browser presented it: forms and interactions verify only against a presented binding. */
+  presented: boolean;
+  /** The Set-Cookie carrying a new binding, or null. */
+  setCookie: string | null;
+}
+
+/**
+ * The browser-binding cookie, set only when the browser has none — which a server can tell only from a
+ * request that would carry it. The cookie is SameSite=Lax: a top-level GET carries it from any site, a
+ * cross-site form post does not. Answering such a post with a new binding would replace the one the
+ * browser has, and with it every form and interaction in progress in its other tabs: an attacker's page
+ * could do that at will. So only a GET (or HEAD) gets a new binding; a post without one gets none, and
+ * its forms do not verify. A sign-in starts a new session, never a new binding, for the same reason.
+ */
+export function browserBinding(jar: CookieJar, cookieHeader: string | undefined, method: string): BrowserBinding {
   const existing = readCookie(cookieHeader, jar.browser);
-  if (existing !== null) return { browser: existing, setCookie: null };
+  if (existing !== null) return { browser: existing, presented: true, setCookie: null };
   const browser = generateSecret();
-  return { browser, setCookie: serializeCookie(jar, jar.browser, browser, null) };
+  const safe = method === 'GET' || method === 'HEAD';
+  return { browser, presented: false, setCookie: safe ? serializeCookie(jar, jar.browser, browser, null) : null };
 }

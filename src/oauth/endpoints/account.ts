@@ -1,5 +1,6 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
-import { deleteConsent, listConsents } from '../../storage/consents.js';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { deleteConsent } from '../../storage/consents.js';
+import { listUserApplications } from '../../storage/user-applications.js';
 import { updatePasswordHash } from '../../storage/users.js';
 import type { PageDeps } from '../browser/page-deps.js';
 import { browserBinding, type SignedIn } from '../browser/sign-in-sessions.js';
@@ -15,33 +16,35 @@ const CONTROL = /[\u0000-\u001f\u007f]/;
 
 /**
  * /oauth/account: the signed-in user's own page. The password changes here (the REST `password` field is
- * for administrators), consents are withdrawn here (which ends that application's tokens), and "sign out
- * everywhere" ends every session and token of the user.
+ * for administrators), every application holding a grant of the user's is listed and can be withdrawn
+ * here (which ends that application's tokens), and "sign out everywhere" ends every session and token of
+ * the user.
  */
 export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): void {
   scope.get('/oauth/account', async (request, reply) => {
     const signedIn = await deps.sessions.current(request.headers.cookie);
     if (!signedIn) return redirect(reply, '/oauth/login');
-    return showAccount(deps, reply, signedIn, request.headers.cookie, { notice: null, error: null });
+    return showAccount(deps, reply, signedIn, request, { notice: null, error: null });
   });
 
   scope.post('/oauth/account/password', async (request, reply) => {
     const form = requestParams(request);
-    const context = await formContext(deps, request.headers.cookie, form, 'account:password');
+    const context = await formContext(deps, request, form, 'account:password');
     if (!context) return sendPage(reply, FORM_EXPIRED);
     const { signedIn } = context;
     const current = singleParam(form, 'current_password') ?? '';
     const next = singleParam(form, 'new_password') ?? '';
-    const verdict = await deps.throttle.check(signedIn.user.email, request.ip);
-    if (!verdict.allowed) {
-      return showAccount(deps, reply, signedIn, request.headers.cookie, { notice: null, error: 'Too many wrong passwords; try again later.', status: 429 });
+    const attempt = { account: signedIn.user.email, address: request.ip, knownDevice: deps.knownDevices.recognize(request.headers.cookie, signedIn.user.email) };
+    const outcome = await deps.throttle.attempt(attempt, async () => (current.length > 256 ? null : verifyUserCredentials(deps.db, signedIn.user.email, current)));
+    if (outcome.throttled) {
+      reply.header('retry-after', String(outcome.retryAfterSeconds));
+      return showAccount(deps, reply, signedIn, request, { notice: null, error: 'Too many wrong passwords; try again later.', status: 429 });
     }
-    if (current.length > 256 || (await verifyUserCredentials(deps.db, signedIn.user.email, current)) === null) {
-      await deps.throttle.failed(signedIn.user.email, request.ip);
-      return showAccount(deps, reply, signedIn, request.headers.cookie, { notice: null, error: 'The current password is wrong.', status: 400 });
+    if (outcome.value === null) {
+      return showAccount(deps, reply, signedIn, request, { notice: null, error: 'The current password is wrong.', status: 400 });
     }
     if (next.length < 12 || next.length > 256 || CONTROL.test(next)) {
-      return showAccount(deps, reply, signedIn, request.headers.cookie, { notice: null, error: 'The new password must have 12 to 256 characters and no control characters.', status: 400 });
+      return showAccount(deps, reply, signedIn, request, { notice: null, error: 'The new password must have 12 to 256 characters and no control characters.', status: 400 });
     }
     const now = new Date(deps.clock()).toISOString();
     const passwordHash = await hashPassword(next);
@@ -54,30 +57,32 @@ export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): vo
     recordAccount(deps, request.id, signedIn, 'account.password');
     const started = await deps.sessions.start(signedIn.user.id);
     const renewed = { ...signedIn, sessionId: started.sessionId };
-    return showAccount(deps, reply, renewed, request.headers.cookie, { notice: 'Your password was changed. Other devices and applications were signed out.', error: null }, [started.setCookie]);
+    return showAccount(deps, reply, renewed, request, { notice: 'Your password was changed. Other devices and applications were signed out.', error: null }, [started.setCookie]);
   });
 
   scope.post('/oauth/account/applications/revoke', async (request, reply) => {
     const form = requestParams(request);
-    const context = await formContext(deps, request.headers.cookie, form, 'account:revoke');
+    const context = await formContext(deps, request, form, 'account:revoke');
     if (!context) return sendPage(reply, FORM_EXPIRED);
     const { signedIn } = context;
     const application = singleParam(form, 'application') ?? '';
     const now = new Date(deps.clock()).toISOString();
-    const removed = await deps.db.transaction().execute(async (trx) => {
-      const deleted = await deleteConsent(trx, signedIn.user.id, application);
-      if (deleted) await revokeUserClientTokens(trx, signedIn.user.id, application, now);
-      return deleted;
-    });
+    // Only an application the page lists: one holding a consent, a refresh family or a live token of the
+    // user's. Its consent is forgotten and its tokens, families, unredeemed codes and approved devices end.
+    const removed = (await listUserApplications(deps.db, signedIn.user.id, now)).some((app) => app.clientRegistrationId === application);
     if (removed) {
+      await deps.db.transaction().execute(async (trx) => {
+        await deleteConsent(trx, signedIn.user.id, application);
+        await revokeUserClientTokens(trx, signedIn.user.id, application, now);
+      });
       deps.forgetUser(signedIn.user.id);
       recordAccount(deps, request.id, signedIn, 'account.revoke_application');
     }
-    return showAccount(deps, reply, signedIn, request.headers.cookie, { notice: removed ? 'The application no longer has access.' : null, error: null });
+    return showAccount(deps, reply, signedIn, request, { notice: removed ? 'The application no longer has access.' : null, error: null });
   });
 
   scope.post('/oauth/account/sign-out-everywhere', async (request, reply) => {
-    const context = await formContext(deps, request.headers.cookie, requestParams(request), 'account:everywhere');
+    const context = await formContext(deps, request, requestParams(request), 'account:everywhere');
     if (!context) return sendPage(reply, FORM_EXPIRED);
     const { signedIn } = context;
     await deps.db.transaction().execute((trx) => revokeUserTokens(trx, signedIn.user.id, new Date(deps.clock()).toISOString()));
@@ -87,10 +92,10 @@ export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): vo
   });
 }
 
-async function formContext(deps: PageDeps, cookie: string | undefined, form: URLSearchParams, purpose: string): Promise<{ signedIn: SignedIn } | null> {
-  const binding = browserBinding(deps.jar, cookie);
-  if (binding.setCookie !== null || !deps.csrf.verify(singleParam(form, 'csrf_token'), binding.browser, purpose)) return null;
-  const signedIn = await deps.sessions.current(cookie);
+async function formContext(deps: PageDeps, request: FastifyRequest, form: URLSearchParams, purpose: string): Promise<{ signedIn: SignedIn } | null> {
+  const binding = browserBinding(deps.jar, request.headers.cookie, request.method);
+  if (!binding.presented || !deps.csrf.verify(singleParam(form, 'csrf_token'), binding.browser, purpose)) return null;
+  const signedIn = await deps.sessions.current(request.headers.cookie);
   return signedIn ? { signedIn } : null;
 }
 
@@ -98,13 +103,13 @@ async function showAccount(
   deps: PageDeps,
   reply: FastifyReply,
   signedIn: SignedIn,
-  cookie: string | undefined,
+  request: FastifyRequest,
   messages: { notice: string | null; error: string | null; status?: number },
   cookies: string[] = [],
 ): Promise<FastifyReply> {
-  const binding = browserBinding(deps.jar, cookie);
+  const binding = browserBinding(deps.jar, request.headers.cookie, request.method);
   const csrf = (purpose: string) => deps.csrf.issue(binding.browser, purpose);
-  const applications = await listConsents(deps.db, signedIn.user.id);
+  const applications = await listUserApplications(deps.db, signedIn.user.id, new Date(deps.clock()).toISOString());
   return sendPage(
     reply,
     accountPage({

@@ -7,7 +7,7 @@ import { errorRedirect } from '../authorize/issue-code.js';
 import type { PageDeps } from '../browser/page-deps.js';
 import { browserBinding } from '../browser/sign-in-sessions.js';
 import { errorPage } from '../pages/error-page.js';
-import { redirect, requestParams, sendPage } from './page-reply.js';
+import { redirect, repeatAsGet, requestParams, sendPage } from './page-reply.js';
 
 /**
  * GET and POST /oauth/authorize (RFC 6749 §4.1.1; OpenID Connect Core §3.1.2.1 requires both methods):
@@ -44,7 +44,11 @@ export function registerAuthorizeEndpoint(scope: FastifyInstance, deps: PageDeps
         }
         throw error;
       }
-      const binding = browserBinding(deps.jar, request.headers.cookie);
+      const binding = browserBinding(deps.jar, request.headers.cookie, request.method);
+      // OpenID Connect Core §3.1.2.1 allows a form post here, which from another site carries no cookie
+      // (SameSite=Lax): the binding the browser may have is withheld, not absent. The same request as a GET
+      // (a top-level navigation) carries it, and gets a new one only if there is none.
+      if (!binding.presented && request.method === 'POST') return repeatAsGet(reply, '/oauth/authorize', requestParams(request));
       const signedIn = await deps.sessions.current(request.headers.cookie);
       const location = await advanceAuthorization(deps, { ...read, signedIn, browser: binding.browser, interaction: null }, page);
       return redirect(reply, location, [binding.setCookie]);

@@ -1,13 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import { saveConsent } from '../../storage/consents.js';
 import { codeRedirect, mustSignIn } from '../authorize/authorization-flow.js';
+import { currentRegistration, REGISTRATION_CHANGED } from '../authorize/current-registration.js';
 import { errorRedirect } from '../authorize/issue-code.js';
 import type { PageDeps } from '../browser/page-deps.js';
 import { browserBinding } from '../browser/sign-in-sessions.js';
 import { consentPage } from '../pages/consent-page.js';
 import { errorPage, FORM_EXPIRED } from '../pages/error-page.js';
 import { originOf } from '../pages/html.js';
-import { findClientByClientId } from '../../storage/clients.js';
 import { redirect, requestParams, sendPage, singleParam } from './page-reply.js';
 
 const EXPIRED = errorPage(400, 'Request expired', 'This authorization request has expired, was answered already, or was opened in another browser.', 'Return to the application and start again.');
@@ -19,14 +19,14 @@ const EXPIRED = errorPage(400, 'Request expired', 'This authorization request ha
  */
 export function registerConsentPage(scope: FastifyInstance, deps: PageDeps): void {
   scope.get('/oauth/consent', async (request, reply) => {
-    const binding = browserBinding(deps.jar, request.headers.cookie);
-    const interaction = await deps.interactions.open(singleParam(requestParams(request), 'interaction'), binding.setCookie === null ? binding.browser : null);
+    const binding = browserBinding(deps.jar, request.headers.cookie, request.method);
+    const interaction = await deps.interactions.open(singleParam(requestParams(request), 'interaction'), binding.presented ? binding.browser : null);
     if (!interaction || interaction.params.kind !== 'authorize') return sendPage(reply, EXPIRED);
     const signedIn = await deps.sessions.current(request.headers.cookie);
     const { request: authorization } = interaction.params;
     if (!signedIn || mustSignIn(authorization, signedIn, interaction, deps.clock())) return redirect(reply, `/oauth/login?interaction=${interaction.id}`);
-    const client = await findClientByClientId(deps.db, authorization.clientId);
-    if (!client || client.id !== authorization.clientRegistrationId) return sendPage(reply, EXPIRED);
+    const client = await currentRegistration(deps.db, authorization);
+    if (!client) return sendPage(reply, REGISTRATION_CHANGED);
     return sendPage(
       reply,
       consentPage({
@@ -42,14 +42,16 @@ export function registerConsentPage(scope: FastifyInstance, deps: PageDeps): voi
 
   scope.post('/oauth/consent', async (request, reply) => {
     const form = requestParams(request);
-    const binding = browserBinding(deps.jar, request.headers.cookie);
-    const browser = binding.setCookie === null ? binding.browser : null;
+    const binding = browserBinding(deps.jar, request.headers.cookie, request.method);
+    const browser = binding.presented ? binding.browser : null;
     const interaction = await deps.interactions.open(singleParam(form, 'interaction'), browser);
     if (!interaction || interaction.params.kind !== 'authorize') return sendPage(reply, EXPIRED);
     if (!deps.csrf.verify(singleParam(form, 'csrf_token'), browser, `consent:${interaction.id}`)) return sendPage(reply, FORM_EXPIRED);
     const signedIn = await deps.sessions.current(request.headers.cookie);
     const { request: authorization } = interaction.params;
     if (!signedIn || mustSignIn(authorization, signedIn, interaction, deps.clock())) return redirect(reply, `/oauth/login?interaction=${interaction.id}`);
+    // Neither a code nor a denial goes to a redirect URI the client no longer has.
+    if (!(await currentRegistration(deps.db, authorization))) return sendPage(reply, REGISTRATION_CHANGED);
     if (!(await deps.interactions.complete(interaction))) return sendPage(reply, EXPIRED);
     const ticked = new Set(form.getAll('scope'));
     // Only requested scopes can be allowed; a scope the form did not offer is ignored, not added.

@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify';
-import { findClientByClientId } from '../../storage/clients.js';
+import { findClientById, type ClientWithSecret } from '../../storage/clients.js';
 import { saveConsent } from '../../storage/consents.js';
-import { decideDeviceCode, findDeviceCodeByUserCode } from '../../storage/device-codes.js';
+import { decideDeviceCode, findDeviceCodeByUserCode, type DeviceCodeRow } from '../../storage/device-codes.js';
+import { DEVICE_CODE } from '../device/device-authorization.js';
 import type { PageDeps } from '../browser/page-deps.js';
 import { browserBinding } from '../browser/sign-in-sessions.js';
 import { displayUserCode, normalizeUserCode } from '../device/user-code.js';
@@ -22,22 +23,22 @@ export function registerDevicePages(scope: FastifyInstance, deps: PageDeps): voi
   scope.get('/oauth/device', async (request, reply) => {
     const entered = singleParam(requestParams(request), 'user_code');
     if (entered === undefined) return sendPage(reply, deviceEntryPage(null));
-    const verdict = await deps.throttle.check(null, request.ip);
-    if (!verdict.allowed) {
-      reply.header('retry-after', String(verdict.retryAfterSeconds));
-      return sendPage(reply, deviceEntryPage(`Too many wrong codes. Try again in ${Math.ceil(verdict.retryAfterSeconds / 60)} minutes.`, 429));
+    const outcome = await deps.throttle.attempt({ account: null, address: request.ip }, async () => {
+      const code = normalizeUserCode(entered);
+      const found = code === null ? null : await findDeviceCodeByUserCode(deps.db, code);
+      return found && found.status === 'pending' && Date.parse(found.expiresAt) > deps.clock() ? found : null;
+    });
+    if (outcome.throttled) {
+      reply.header('retry-after', String(outcome.retryAfterSeconds));
+      return sendPage(reply, deviceEntryPage(`Too many wrong codes. Try again in ${Math.ceil(outcome.retryAfterSeconds / 60)} minutes.`, 429));
     }
-    const code = normalizeUserCode(entered);
-    const row = code === null ? null : await findDeviceCodeByUserCode(deps.db, code);
-    if (!row || row.status !== 'pending' || Date.parse(row.expiresAt) <= deps.clock()) {
-      await deps.throttle.failed(null, request.ip);
-      return sendPage(reply, deviceEntryPage(UNKNOWN, 400));
-    }
+    const row = outcome.value;
+    if (!row) return sendPage(reply, deviceEntryPage(UNKNOWN, 400));
     const signedIn = await deps.sessions.current(request.headers.cookie);
     if (!signedIn) return redirect(reply, `/oauth/login?user_code=${displayUserCode(row.userCode)}`);
-    const client = await findClientByClientId(deps.db, row.clientId);
-    if (!client || client.id !== row.clientRegistrationId) return sendPage(reply, deviceEntryPage(UNKNOWN, 400));
-    const binding = browserBinding(deps.jar, request.headers.cookie);
+    const client = await deviceClient(deps, row);
+    if (!client) return sendPage(reply, deviceEntryPage(UNKNOWN, 400));
+    const binding = browserBinding(deps.jar, request.headers.cookie, request.method);
     return sendPage(
       reply,
       consentPage({
@@ -46,6 +47,7 @@ export function registerDevicePages(scope: FastifyInstance, deps: PageDeps): voi
         clientName: client.name,
         userEmail: signedIn.user.email,
         scopes: row.scopes.split(' ').map((name) => ({ name, description: deps.scopeDescriptions[name] ?? name })),
+        userCode: displayUserCode(row.userCode),
       }),
       [binding.setCookie],
     );
@@ -54,13 +56,15 @@ export function registerDevicePages(scope: FastifyInstance, deps: PageDeps): voi
   scope.post('/oauth/device', async (request, reply) => {
     const form = requestParams(request);
     const code = normalizeUserCode(singleParam(form, 'user_code') ?? '');
-    const binding = browserBinding(deps.jar, request.headers.cookie);
-    const browser = binding.setCookie === null ? binding.browser : null;
+    const binding = browserBinding(deps.jar, request.headers.cookie, request.method);
+    const browser = binding.presented ? binding.browser : null;
     if (code === null || !deps.csrf.verify(singleParam(form, 'csrf_token'), browser, `device:${code}`)) return sendPage(reply, FORM_EXPIRED);
     const signedIn = await deps.sessions.current(request.headers.cookie);
     if (!signedIn) return redirect(reply, `/oauth/login?user_code=${displayUserCode(code)}`);
     const row = await findDeviceCodeByUserCode(deps.db, code);
     if (!row || row.status !== 'pending' || Date.parse(row.expiresAt) <= deps.clock()) return sendPage(reply, deviceEntryPage(UNKNOWN, 400));
+    // The client may have been deleted or changed since the page was shown: nothing is approved for it.
+    if (!(await deviceClient(deps, row))) return sendPage(reply, deviceEntryPage(UNKNOWN, 400));
     const requested = row.scopes.split(' ');
     const ticked = new Set(form.getAll('scope'));
     const allowed = requested.filter((name) => ticked.has(name));
@@ -91,4 +95,14 @@ export function registerDevicePages(scope: FastifyInstance, deps: PageDeps): voi
     });
     return sendPage(reply, deviceDonePage(approved));
   });
+}
+
+/**
+ * The registration a device code was issued to, if it still may use the device grant and every scope the
+ * device asked for. By registration id: a client_id deleted and registered again is another application.
+ */
+async function deviceClient(deps: PageDeps, row: DeviceCodeRow): Promise<ClientWithSecret | null> {
+  const client = await findClientById(deps.db, row.clientRegistrationId);
+  if (!client || client.clientId !== row.clientId || !client.grantTypes.includes(DEVICE_CODE)) return null;
+  return row.scopes.split(' ').every((scope) => client.scopes.includes(scope)) ? client : null;
 }

@@ -11,7 +11,7 @@ export interface DiscoveryDeps {
 export const METADATA_CACHE_CONTROL = 'public, max-age=300';
 
 /** Claims an ID token or the userinfo response can carry (OpenID Connect Discovery §3 `claims_supported`). */
-export const CLAIMS_SUPPORTED = ['sub', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'at_hash', 'name', 'email'];
+export const CLAIMS_SUPPORTED = ['sub', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'at_hash', 'name', 'email', 'email_verified'];
 
 const CLIENT_AUTH_METHODS = ['client_secret_basic', 'client_secret_post'];
 

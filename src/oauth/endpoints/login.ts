@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { findClientByClientId } from '../../storage/clients.js';
+import { findClientById } from '../../storage/clients.js';
 import { advanceAuthorization } from '../authorize/authorization-flow.js';
+import { currentRegistration, REGISTRATION_CHANGED } from '../authorize/current-registration.js';
 import type { OpenInteraction } from '../browser/interaction-store.js';
 import type { PageDeps, PageRequest } from '../browser/page-deps.js';
 import { browserBinding, type SignedIn } from '../browser/sign-in-sessions.js';
@@ -20,19 +21,20 @@ const MAX_FIELD = 1024;
  */
 export function registerLoginPage(scope: FastifyInstance, deps: PageDeps): void {
   scope.get('/oauth/login', async (request, reply) => {
-    const binding = browserBinding(deps.jar, request.headers.cookie);
+    const binding = browserBinding(deps.jar, request.headers.cookie, request.method);
     const query = requestParams(request);
     const id = singleParam(query, 'interaction');
-    const interaction = id === undefined ? unstored(query) : await deps.interactions.open(id, binding.setCookie === null ? binding.browser : null);
+    const interaction = id === undefined ? unstored(query) : await deps.interactions.open(id, binding.presented ? binding.browser : null);
     if (!interaction) return sendPage(reply, EXPIRED, [binding.setCookie]);
+    if (interaction.params.kind === 'authorize' && !(await currentRegistration(deps.db, interaction.params.request))) return sendPage(reply, REGISTRATION_CHANGED);
     const model = await formModel(deps, interaction, binding.browser);
     return sendPage(reply, loginPage({ ...model, error: null }), [binding.setCookie]);
   });
 
   scope.post('/oauth/login', async (request, reply) => {
     const form = requestParams(request);
-    const binding = browserBinding(deps.jar, request.headers.cookie);
-    const browser = binding.setCookie === null ? binding.browser : null;
+    const binding = browserBinding(deps.jar, request.headers.cookie, request.method);
+    const browser = binding.presented ? binding.browser : null;
     const id = singleParam(form, 'interaction');
     const interaction = id === undefined ? unstored(form) : await deps.interactions.open(id, browser);
     if (!interaction) return sendPage(reply, EXPIRED);
@@ -41,25 +43,28 @@ export function registerLoginPage(scope: FastifyInstance, deps: PageDeps): void 
     const password = singleParam(form, 'password') ?? '';
     const page: PageRequest = { requestId: request.id, address: request.ip };
     const model = await formModel(deps, interaction, binding.browser);
-    const verdict = await deps.throttle.check(email, request.ip);
-    if (!verdict.allowed) {
-      reply.header('retry-after', String(verdict.retryAfterSeconds));
-      return sendPage(reply, loginPage({ ...model, email, status: 429, error: `Too many failed sign-ins. Try again in ${Math.ceil(verdict.retryAfterSeconds / 60)} minutes.` }));
+    const knownDevice = deps.knownDevices.recognize(request.headers.cookie, email);
+    const outcome = await deps.throttle.attempt({ account: email, address: request.ip, knownDevice }, async () =>
+      email === '' || password === '' || password.length > MAX_FIELD ? null : verifyUserCredentials(deps.db, email, password),
+    );
+    if (outcome.throttled) {
+      reply.header('retry-after', String(outcome.retryAfterSeconds));
+      return sendPage(reply, loginPage({ ...model, email, status: 429, error: `Too many failed sign-ins. Try again in ${Math.ceil(outcome.retryAfterSeconds / 60)} minutes.` }));
     }
-    const user = email === '' || password === '' || password.length > MAX_FIELD ? null : await verifyUserCredentials(deps.db, email, password);
+    const user = outcome.value;
     if (!user) {
-      await deps.throttle.failed(email, request.ip);
       recordLogin(deps, page, null, 'deny');
       return sendPage(reply, loginPage({ ...model, email, status: 401, error: 'The email or password is wrong.' }));
     }
-    await deps.throttle.succeeded(email);
     // A fresh session on every sign-in; the one the browser had (another user's, perhaps) ends.
     const previous = await deps.sessions.current(request.headers.cookie);
     if (previous) await deps.sessions.end(previous.sessionId);
     const started = await deps.sessions.start(user.id);
     recordLogin(deps, page, user.id, 'allow');
     const signedIn: SignedIn = { sessionId: started.sessionId, user, authTime: started.authTime };
-    return continueAfterSignIn(deps, reply, interaction, signedIn, binding.browser, page, [started.setCookie]);
+    // This browser is now known to the account: guesses from elsewhere do not lock it out.
+    const cookies = [started.setCookie, deps.knownDevices.remember(user.email)];
+    return continueAfterSignIn(deps, reply, interaction, signedIn, binding.browser, page, cookies);
   });
 }
 
@@ -77,12 +82,11 @@ async function continueAfterSignIn(
     return redirect(reply, `/oauth/device?user_code=${encodeURIComponent(params.userCode)}`, cookies);
   }
   if (params.kind === 'account') return redirect(reply, '/oauth/account', cookies);
+  const client = await currentRegistration(deps.db, params.request);
+  if (!client) return sendPage(reply, REGISTRATION_CHANGED, cookies);
   const updated = { ...params, signedInAt: signedIn.authTime };
   await deps.interactions.update(interaction, updated);
-  const client = await findClientByClientId(deps.db, params.request.clientId);
-  if (!client || client.id !== params.request.clientRegistrationId) return sendPage(reply, EXPIRED, cookies);
-  const { secretHash: _secret, ...record } = client;
-  const location = await advanceAuthorization(deps, { request: params.request, client: record, signedIn, browser, interaction: { ...interaction, params: updated } }, page);
+  const location = await advanceAuthorization(deps, { request: params.request, client, signedIn, browser, interaction: { ...interaction, params: updated } }, page);
   return redirect(reply, location, cookies);
 }
 
@@ -102,7 +106,7 @@ async function formModel(deps: PageDeps, interaction: OpenInteraction, browser: 
   let email = '';
   let formTargets: string[] = [];
   if (params.kind === 'authorize') {
-    clientName = (await findClientByClientId(deps.db, params.request.clientId))?.name ?? null;
+    clientName = (await findClientById(deps.db, params.request.clientRegistrationId))?.name ?? null;
     email = params.request.loginHint ?? '';
     // The form's answer may be the redirect back to the client (consent remembered).
     formTargets = [originOf(params.request.redirectUri)];

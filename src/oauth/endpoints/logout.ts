@@ -9,7 +9,7 @@ import { errorPage, FORM_EXPIRED } from '../pages/error-page.js';
 import { originOf } from '../pages/html.js';
 import { logoutConfirmPage, signedOutPage } from '../pages/logout-pages.js';
 import { withQuery } from '../redirect-uri.js';
-import { redirect, requestParams, sendPage, singleParam } from './page-reply.js';
+import { redirect, repeatAsGet, requestParams, sendPage, singleParam } from './page-reply.js';
 
 
 class LogoutRequestError extends Error {}
@@ -39,7 +39,13 @@ export function registerLogoutEndpoint(scope: FastifyInstance, deps: PageDeps & 
         if (error instanceof LogoutRequestError) return sendPage(reply, errorPage(400, 'Invalid sign-out request', error.message));
         throw error;
       }
-      const binding = browserBinding(deps.jar, request.headers.cookie);
+      const binding = browserBinding(deps.jar, request.headers.cookie, request.method);
+      // A post from another site carries no binding (SameSite=Lax): ask again as a GET, which does.
+      if (request.method === 'POST' && !binding.presented) {
+        const repeated = new URLSearchParams(params);
+        repeated.delete('csrf_token');
+        return repeatAsGet(reply, '/oauth/logout', repeated);
+      }
       const confirmed = request.method === 'POST' && singleParam(params, 'csrf_token') !== undefined;
       if (!confirmed) {
         const hidden: Record<string, string> = {};
@@ -57,7 +63,7 @@ export function registerLogoutEndpoint(scope: FastifyInstance, deps: PageDeps & 
           [binding.setCookie],
         );
       }
-      if (binding.setCookie !== null || !deps.csrf.verify(singleParam(params, 'csrf_token'), binding.browser, 'logout')) return sendPage(reply, FORM_EXPIRED);
+      if (!binding.presented || !deps.csrf.verify(singleParam(params, 'csrf_token'), binding.browser, 'logout')) return sendPage(reply, FORM_EXPIRED);
       const signedIn = await deps.sessions.current(request.headers.cookie);
       const cleared = await deps.sessions.end(signedIn?.sessionId ?? null);
       if (signedIn) {

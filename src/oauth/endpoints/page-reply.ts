@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { errorPage } from '../pages/error-page.js';
 import type { Page } from '../pages/html.js';
 
 /** Headers of every answer of the pages, redirects included: no framing, no Referer, never cached. */
@@ -17,6 +18,19 @@ export function sendPage(reply: FastifyReply, page: Page, cookies: readonly (str
 /** 303 See Other: after a form post the browser follows with GET (RFC 9700 §4.12: never 307). */
 export function redirect(reply: FastifyReply, location: string, cookies: readonly (string | null)[] = []): FastifyReply {
   return withCookies(reply, cookies).status(303).headers(REDIRECT_HEADERS).header('location', location).send();
+}
+
+/** Longer than any valid request of the pages (each parameter is at most 2048 characters). */
+const MAX_REPEATED_QUERY = 8192;
+
+/**
+ * Sends a form post on as the same request by GET (303 keeps the browser on this server). The pages use it
+ * when a post arrives without the browser-binding cookie, which a cross-site post never carries.
+ */
+export function repeatAsGet(reply: FastifyReply, path: string, params: URLSearchParams): FastifyReply {
+  const query = params.toString();
+  if (query.length > MAX_REPEATED_QUERY) return sendPage(reply, errorPage(400, 'Invalid request', 'The request is too long.'));
+  return redirect(reply, query === '' ? path : `${path}?${query}`);
 }
 
 /** A form's or query's parameters: the body of a form post, or the query of a GET, with repeats visible. */

@@ -1,18 +1,27 @@
 import type { FastifyInstance } from 'fastify';
 import { NO_STORE_HEADERS } from '../../errors/oauth-renderer.js';
-import { OAuthError } from '../oauth-error.js';
-import { isInvalidTokenError } from '../tokens/invalid-token-error.js';
+import type { ClientRecord } from '../../storage/clients.js';
 import { findRefreshToken } from '../../storage/refresh-tokens.js';
+import { OAuthError } from '../oauth-error.js';
 import { digestSecret } from '../secrets.js';
 import { revokeGrant } from '../tokens/access-token-records.js';
-
-const REFRESH_TOKEN_SHAPE = /^[A-Za-z0-9_-]{43}$/;
+import { isInvalidTokenError } from '../tokens/invalid-token-error.js';
 import { authenticateAudited, readFormParams, type RecordDecision, type TokenEndpointDeps } from './token.js';
 
+const REFRESH_TOKEN_SHAPE = /^[A-Za-z0-9_-]{43}$/;
+
+/** What a revocation ended: the subject it spoke for and the grant or token. */
+interface Revoked {
+  subject: string;
+  resourceType: 'grant' | 'token';
+  resourceId: string;
+}
+
 /**
- * POST /oauth/revoke (RFC 7009): the client that holds an access or refresh token ends it. The client authenticates as at the
- * token endpoint; a token it was not issued is refused (§2.1); a token that is unknown, expired or already
- * revoked is answered 200 like a revoked one (§2.2), so the endpoint tells nobody which strings were tokens.
+ * POST /oauth/revoke (RFC 7009): the client that holds an access or refresh token ends it. The client
+ * authenticates as at the token endpoint. Every other outcome — a string that is no token, a token that
+ * expired or was revoked, another client's token — gets the same empty 200 (§2.2), so the endpoint is no
+ * oracle for which strings are live tokens or whose they are; another client's token is left alone.
  * Revocation marks the token's row and records an invalidation: every instance refuses it within a second,
  * every string of it included (both encodings of an ECDSA signature).
  */
@@ -25,32 +34,37 @@ export function registerRevocationEndpoint(scope: FastifyInstance, deps: TokenEn
     const decided: RecordDecision = (decision) =>
       deps.audit.record({ requestId: request.id, interface: 'oauth', operation: 'revoke', sourceAddress: request.ip, ...decision });
     const { client } = await authenticateAudited(deps, request.headers.authorization, params, decided);
-    // A refresh token ends its whole grant: the family and every access token issued from it (§2.1).
-    const refresh = REFRESH_TOKEN_SHAPE.test(token) ? await findRefreshToken(deps.db.kysely, digestSecret(token)) : null;
-    if (refresh) {
-      if (refresh.clientRegistrationId !== client.id) {
-        decided({ subject: null, clientId: client.clientId, resourceType: 'grant', resourceId: null, decision: 'deny', reason: 'resource' });
-        throw new OAuthError('unauthorized_client', 'The token was not issued to this client.');
-      }
-      await deps.db.kysely.transaction().execute((trx) => revokeGrant(trx, refresh.familyId, new Date().toISOString()));
-      deps.tokens.evictGrant(refresh.familyId);
-      decided({ subject: refresh.userId, clientId: client.clientId, resourceType: 'grant', resourceId: refresh.familyId, decision: 'allow', reason: 'granted' });
-      return reply.headers(NO_STORE_HEADERS).send();
+    const revoked = await revokeHeldToken(deps, client, token);
+    if (revoked) {
+      decided({ subject: revoked.subject, clientId: client.clientId, resourceType: revoked.resourceType, resourceId: revoked.resourceId, decision: 'allow', reason: 'granted' });
+    } else {
+      // Nothing of this client's was named. A public client authenticates with its client_id alone, so
+      // anyone can send these: with no subject they are counted per address and window like refused
+      // credentials (audit-log.ts), not written one row per request.
+      decided({ subject: null, clientId: client.clientId, resourceType: 'token', resourceId: null, decision: 'deny', reason: 'resource' });
     }
-    let verified;
-    try {
-      verified = await deps.tokens.verifyAccessToken(token);
-    } catch (error) {
-      if (!isInvalidTokenError(error)) throw error;
-      decided({ subject: null, clientId: client.clientId, resourceType: 'token', resourceId: null, decision: 'allow', reason: 'granted' });
-      return reply.headers(NO_STORE_HEADERS).send();
-    }
-    if (verified.clientId !== client.clientId || verified.clientRegistrationId !== client.id) {
-      decided({ subject: null, clientId: client.clientId, resourceType: 'token', resourceId: verified.jti, decision: 'deny', reason: 'resource' });
-      throw new OAuthError('unauthorized_client', 'The token was not issued to this client.');
-    }
-    await deps.tokens.revokeToken(verified.jti);
-    decided({ subject: verified.subject, clientId: client.clientId, resourceType: 'token', resourceId: verified.jti, decision: 'allow', reason: 'granted' });
     return reply.headers(NO_STORE_HEADERS).send();
   });
+}
+
+/** Ends the token if it is a live one of this client registration; null (and no write) for anything else. */
+async function revokeHeldToken(deps: TokenEndpointDeps, client: ClientRecord, token: string): Promise<Revoked | null> {
+  // A refresh token ends its whole grant: the family and every access token issued from it (§2.1).
+  const refresh = REFRESH_TOKEN_SHAPE.test(token) ? await findRefreshToken(deps.db.kysely, digestSecret(token)) : null;
+  if (refresh) {
+    if (refresh.clientRegistrationId !== client.id) return null;
+    await deps.db.kysely.transaction().execute((trx) => revokeGrant(trx, refresh.familyId, new Date().toISOString()));
+    deps.tokens.evictGrant(refresh.familyId);
+    return { subject: refresh.userId, resourceType: 'grant', resourceId: refresh.familyId };
+  }
+  let verified;
+  try {
+    verified = await deps.tokens.verifyAccessToken(token);
+  } catch (error) {
+    if (isInvalidTokenError(error)) return null;
+    throw error;
+  }
+  if (verified.clientId !== client.clientId || verified.clientRegistrationId !== client.id) return null;
+  await deps.tokens.revokeToken(verified.jti);
+  return { subject: verified.subject, resourceType: 'token', resourceId: verified.jti };
 }

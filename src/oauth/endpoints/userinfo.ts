@@ -16,8 +16,8 @@ const REALM = 'Bearer realm="portcullis"';
 
 /**
  * GET and POST /oauth/userinfo (OpenID Connect Core §5.3): `sub` and the claims of the granted `profile`
- * and `email` scopes, for an access token with `openid`. An ID token is not an access token (its `typ` is
- * JWT), so it is refused like any invalid token.
+ * (`name`) and `email` (`email`, `email_verified`) scopes, for an access token with `openid`. An ID token
+ * is not an access token (its `typ` is JWT), so it is refused like any invalid token.
  */
 export function registerUserinfoEndpoint(scope: FastifyInstance, deps: UserinfoDeps): void {
   scope.route({
@@ -35,7 +35,9 @@ export function registerUserinfoEndpoint(scope: FastifyInstance, deps: UserinfoD
       return reply.headers(NO_STORE_HEADERS).send({
         sub: user.id,
         ...(principal.scopes.has('profile') ? { name: user.name } : {}),
-        ...(principal.scopes.has('email') ? { email: user.email } : {}),
+        // OpenID Connect Core §5.1: email_verified says whether the address was shown to be the user's. Users
+        // have no verification flow (the users table records none), so it never was.
+        ...(principal.scopes.has('email') ? { email: user.email, email_verified: false } : {}),
       });
     },
   });

@@ -6,6 +6,7 @@ import { findUserById } from '../../storage/users.js';
 import { AUTHORIZATION_CODE } from '../authorize/authorization-request.js';
 import { OAuthError } from '../oauth-error.js';
 import { checkPkce } from '../pkce.js';
+import { matchRedirectUri } from '../redirect-uri.js';
 import { digestSecret } from '../secrets.js';
 import type { UserGrant } from '../tokens/user-tokens.js';
 import { refuseRedeemedCode } from './redeemed-code.js';
@@ -34,7 +35,7 @@ export async function grantAuthorizationCode(
   const nowIso = new Date(now).toISOString();
   // Checked first, answered after the code is redeemed (burnt) with the result: a wrong verifier or
   // redirect_uri does not leave the code open to more guesses, and a later presentation is told which.
-  const refusal = await checkExchange(db, row, redirectUri, verifier, now);
+  const refusal = await checkExchange(db, client, row, redirectUri, verifier, now);
   if (!(await redeemAuthorizationCode(db, codeHash, nowIso, refusal === null ? 'issued' : 'refused'))) {
     throw await refuseRedeemedCode(db, codeHash, row.grantId, row.userId, nowIso);
   }
@@ -54,6 +55,7 @@ export async function grantAuthorizationCode(
 
 async function checkExchange(
   db: Kysely<Database>,
+  client: ClientRecord,
   row: AuthorizationCodeRow,
   redirectUri: string,
   verifier: string | undefined,
@@ -61,6 +63,9 @@ async function checkExchange(
 ): Promise<OAuthError | null> {
   if (Date.parse(row.expiresAt) <= now) return new OAuthError('invalid_grant', 'The code has expired.');
   if (row.redirectUri !== redirectUri) return new OAuthError('invalid_grant', 'redirect_uri does not match the authorization request.');
+  // The registration may have lost that redirect URI since the code was issued: the code went to an
+  // address that may no longer be the client's, so it buys nothing.
+  if (matchRedirectUri(client.redirectUris, row.redirectUri) === null) return new OAuthError('invalid_grant', 'The redirect_uri is no longer registered for this client.');
   try {
     checkPkce(verifier, row.codeChallenge);
   } catch (error) {

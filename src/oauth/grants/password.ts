@@ -31,16 +31,13 @@ export async function grantPassword(context: PasswordGrantContext, client: Clien
   if (username === undefined || password === undefined) throw new OAuthError('invalid_request', 'username and password are required.');
   const scopes = params.scope === undefined ? [...client.scopes] : parseScope(params.scope);
   checkScopesAllowed(scopes, client.scopes);
-  const verdict = await context.throttle.check(username, context.address);
-  if (!verdict.allowed) {
-    throw new OAuthError('invalid_grant', `Too many failed sign-ins; retry in ${verdict.retryAfterSeconds} s.`, 400, { 'retry-after': String(verdict.retryAfterSeconds) });
+  // No browser here, so no known device: the account's lock over all addresses applies.
+  const outcome = await context.throttle.attempt({ account: username, address: context.address }, () => verifyUserCredentials(context.db, username, password));
+  if (outcome.throttled) {
+    throw new OAuthError('invalid_grant', `Too many failed sign-ins; retry in ${outcome.retryAfterSeconds} s.`, 400, { 'retry-after': String(outcome.retryAfterSeconds) });
   }
-  const user = await verifyUserCredentials(context.db, username, password);
-  if (!user) {
-    await context.throttle.failed(username, context.address);
-    throw new OAuthError('invalid_grant', 'The username or password is wrong.');
-  }
-  await context.throttle.succeeded(username);
+  const user = outcome.value;
+  if (!user) throw new OAuthError('invalid_grant', 'The username or password is wrong.');
   return {
     client,
     userId: user.id,

@@ -10,7 +10,7 @@ export interface AccountPageModel {
   status?: number;
 }
 
-/** The user's own account: change the password, see and withdraw consents, sign out here or everywhere. */
+/** The user's own account: change the password, see and withdraw the applications holding access, sign out here or everywhere. */
 export function accountPage(model: AccountPageModel): Page {
   const rows = model.applications.map(
     (app) => html`<tr><td>${app.name}</td><td>${app.scopes}</td><td>${app.grantedAt.slice(0, 10)}</td><td>
@@ -36,7 +36,7 @@ ${model.error === null ? '' : html`<p class="error" role="alert">${model.error}<
 <input id="new_password" name="new_password" type="password" autocomplete="new-password" minlength="12" maxlength="256" required>
 <button type="submit">Change password</button>
 </form>
-<h2>Applications you allowed</h2>
+<h2>Applications with access</h2>
 ${model.applications.length === 0 ? html`<p>None.</p>` : html`<table><thead><tr><th>Application</th><th>Access</th><th>Since</th><th></th></tr></thead><tbody>
 ${rows}</tbody></table>`}
 <h2>Sign out</h2>

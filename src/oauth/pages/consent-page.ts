@@ -13,6 +13,8 @@ export interface ConsentPageModel {
   userEmail: string;
   scopes: readonly ScopeChoice[];
   formTargets?: readonly string[];
+  /** A device's user code, as the device shows it: the user compares the two before allowing (RFC 8628 §5.4). */
+  userCode?: string;
 }
 
 /** Each requested scope with its description from the contract, ticked by default and free to untick. */
@@ -27,7 +29,8 @@ export function consentPage(model: ConsentPageModel): Page {
     { title: 'Allow access', formTargets: model.formTargets },
     html`<h1>Allow ${model.clientName} access?</h1>
 <p>Signed in as <strong>${model.userEmail}</strong>.</p>
-<form method="post" action="${model.action}">
+${model.userCode === undefined ? '' : html`<p>Your device should show the code <strong id="user-code">${model.userCode}</strong>. If it shows another code, deny: someone else is asking for access.</p>
+`}<form method="post" action="${model.action}">
 ${hidden}<fieldset>
 <legend>${model.clientName} asks to:</legend>
 ${choices}</fieldset>

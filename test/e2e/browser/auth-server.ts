@@ -1,4 +1,7 @@
 import fs from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { buildApp, type App } from '../../../src/app.js';
@@ -7,6 +10,7 @@ import { hashPassword } from '../../../src/oauth/passwords.js';
 import { newId, nowIso } from '../../../src/storage/ids.js';
 import { insertUser } from '../../../src/storage/users.js';
 import { freePort } from '../../helpers/server-process.js';
+import type { TlsFiles } from './tls.js';
 
 const ADMIN_CLIENT_ID = 'portcullis-admin';
 const ADMIN_CLIENT_SECRET = 'browser-test-admin-client-secret-0123456789';
@@ -18,7 +22,7 @@ export interface SignInUser {
 }
 
 export interface AuthServer {
-  /** The issuer, which is also the URL the browser uses: http://127.0.0.1:<port>. */
+  /** The issuer, which is also the URL the browser uses: http://127.0.0.1:<port>, or https:// with a certificate. */
   issuer: string;
   app: App;
   /** Registers a client through POST /v1/clients, as an administrator would; returns the registration. */
@@ -30,12 +34,18 @@ export interface AuthServer {
 
 /**
  * Portcullis on a real socket on 127.0.0.1 with SQLite in a temporary directory. The port is chosen first
- * because the issuer must be the very URL the browser navigates to (`iss`, form targets, cookies).
+ * because the issuer must be the very URL the browser navigates to (`iss`, form targets, cookies). With a
+ * certificate, an https front on its own port (the TLS a deployment's proxy would end) passes every request
+ * on to the server, and the issuer is https: a browser app on https must find its issuer on the same
+ * scheme to be same-site with it (its silent renewal's frame carries the SameSite=Lax session cookie).
  */
-export async function startAuthServer(env: Record<string, string> = {}): Promise<AuthServer> {
+export async function startAuthServer(env: Record<string, string> = {}, tls?: TlsFiles): Promise<AuthServer> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'portcullis-browser-'));
   const port = await freePort();
-  const issuer = `http://127.0.0.1:${port}`;
+  const front = tls ? await startTlsFront(tls, port) : null;
+  const issuer = front ? `https://127.0.0.1:${front.port}` : `http://127.0.0.1:${port}`;
+  /** Where this process reaches the server itself (Node's fetch would refuse the self-signed certificate). */
+  const direct = `http://127.0.0.1:${port}`;
   const config = configFrom({
     DATA_DIR: dataDir,
     ISSUER: issuer,
@@ -50,7 +60,7 @@ export async function startAuthServer(env: Record<string, string> = {}): Promise
   await app.fastify.listen({ host: '127.0.0.1', port });
 
   async function adminToken(): Promise<string> {
-    const res = await fetch(`${issuer}/oauth/token`, {
+    const res = await fetch(`${direct}/oauth/token`, {
       method: 'POST',
       headers: { authorization: `Basic ${Buffer.from(`${ADMIN_CLIENT_ID}:${ADMIN_CLIENT_SECRET}`).toString('base64')}` },
       body: new URLSearchParams({ grant_type: 'client_credentials', scope: 'write:clients' }),
@@ -63,7 +73,7 @@ export async function startAuthServer(env: Record<string, string> = {}): Promise
     issuer,
     app,
     async registerClient(registration) {
-      const res = await fetch(`${issuer}/v1/clients`, {
+      const res = await fetch(`${direct}/v1/clients`, {
         method: 'POST',
         headers: { authorization: `Bearer ${await adminToken()}`, 'content-type': 'application/json' },
         body: JSON.stringify(registration),
@@ -78,8 +88,30 @@ export async function startAuthServer(env: Record<string, string> = {}): Promise
       return user;
     },
     async close() {
+      await front?.close();
       await app.close();
       fs.rmSync(dataDir, { recursive: true, force: true });
     },
+  };
+}
+
+/** An https server on a port of its own that forwards each request, as it came, to the server on `port`. */
+async function startTlsFront(tls: TlsFiles, port: number): Promise<{ port: number; close(): Promise<void> }> {
+  const server = https.createServer(tls, (request, response) => {
+    const upstream = http.request({ host: '127.0.0.1', port, method: request.method, path: request.url, headers: request.headers }, (answer) => {
+      response.writeHead(answer.statusCode ?? 502, answer.headers);
+      answer.pipe(response);
+    });
+    upstream.on('error', () => response.writeHead(502).end());
+    request.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () =>
+      new Promise<void>((resolve, reject) => {
+        server.closeAllConnections();
+        server.close((error) => (error ? reject(error) : resolve()));
+      }),
   };
 }

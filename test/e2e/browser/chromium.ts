@@ -32,7 +32,8 @@ export function launchChromium(): Promise<Browser> {
   return chromium.launch({
     executablePath: CHROMIUM_PATH,
     headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+    // The https servers of the suite use a self-signed certificate (tls.ts).
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--ignore-certificate-errors'],
     timeout: 30_000,
   });
 }

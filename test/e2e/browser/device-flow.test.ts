@@ -91,6 +91,8 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('the device flow with the user in Chromium'
         await page.goto(verificationUri);
         await signIn(page, user);
         await page.getByRole('heading', { name: 'Allow Living-room TV access?' }).waitFor();
+        // RFC 8628 §5.4: the page shows the code being approved, for the user to compare with the device's.
+        expect(await page.locator('#user-code').textContent()).toBe(String(started.body.user_code));
         expect(await page.getByRole('checkbox', { name: /^read:posts\b/ }).isChecked()).toBe(true);
         await page.getByRole('button', { name: 'Allow' }).click();
         await page.getByRole('heading', { name: 'Device connected' }).waitFor();

@@ -1,5 +1,6 @@
 import { startAuthServer, type AuthServer } from './auth-server.js';
 import { startSpaServer, type SpaServer } from './spa-server.js';
+import { testCertificate } from './tls.js';
 
 export const EXAMPLE_APP_SCOPE = 'openid profile read:posts';
 
@@ -11,14 +12,15 @@ export interface ExampleApp {
 }
 
 /**
- * The single-page app in spa/ on its own origin, registered through the API as a public client of a
- * Portcullis that allows that origin (CORS_ORIGINS) to call its token endpoint and API.
+ * The single-page app in spa/ on its own https origin, registered through the API as a public client of a
+ * Portcullis on https that allows that origin (CORS_ORIGINS) to call its token endpoint and API.
  */
 export async function startExampleApp(): Promise<ExampleApp> {
-  const spa = await startSpaServer();
+  const tls = testCertificate();
+  const spa = await startSpaServer(tls);
   let server: AuthServer | undefined;
   try {
-    server = await startAuthServer({ CORS_ORIGINS: spa.origin });
+    server = await startAuthServer({ CORS_ORIGINS: spa.origin }, tls);
     const { clientId } = await server.registerClient({
       name: 'Example app',
       type: 'public',

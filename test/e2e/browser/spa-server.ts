@@ -1,8 +1,10 @@
 import fs from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { TlsFiles } from './tls.js';
 
 const SPA_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'spa');
 
@@ -33,14 +35,15 @@ export interface SpaServer {
 }
 
 /**
- * The single-page app's own origin: a plain static server on another port of 127.0.0.1. Its CSP lets the
+ * The single-page app's own origin: a static server on another port of 127.0.0.1, over https when given a
+ * certificate (as a browser app is deployed; on plain http it would be a native app). Its CSP lets the
  * app run only its own scripts, talk to itself and the issuer, and frame only the issuer (silent renewal),
  * so a browser test also shows that the app needs nothing more from the authorization server.
  */
-export async function startSpaServer(): Promise<SpaServer> {
+export async function startSpaServer(tls?: TlsFiles): Promise<SpaServer> {
   let config: SpaConfig | null = null;
   let issuerOrigin = '';
-  const server = http.createServer((request, response) => {
+  const handle: http.RequestListener = (request, response) => {
     const pathname = new URL(request.url ?? '/', 'http://spa').pathname;
     if (pathname === '/config.json' && config !== null) {
       response.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
@@ -74,9 +77,10 @@ export async function startSpaServer(): Promise<SpaServer> {
       ].join('; '),
     });
     fs.createReadStream(path.join(SPA_DIR, entry.file)).pipe(response);
-  });
+  };
+  const server = tls ? https.createServer(tls, handle) : http.createServer(handle);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const origin = `${tls ? 'https' : 'http'}://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const spa: SpaServer = {
     origin,
     redirectUri: `${origin}/callback`,

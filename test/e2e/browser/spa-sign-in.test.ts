@@ -4,7 +4,7 @@ import { ACTION_TIMEOUT_MS, BROWSER_TEST_TIMEOUT_MS, CHROMIUM_AVAILABLE, launchC
 import { EXAMPLE_APP_SCOPE as SCOPE, startExampleApp, type ExampleApp } from './example-app.js';
 import { signIn, tokenResponse, watchConsole } from './pages.js';
 
-// A single-page app on its own origin (another port of 127.0.0.1) as a public client, driven in Chromium:
+// A single-page app on its own https origin (another port of 127.0.0.1) as a public client, driven in Chromium:
 // it signs in with code + PKCE, calls the API cross-origin with a token it keeps in memory only, renews
 // with prompt=none without showing a page, and signs out through the end_session_endpoint.
 

@@ -46,7 +46,7 @@ describe.each(DATABASE_KINDS)('discovery and JWKS on %s', (kind) => {
         token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'none'],
         revocation_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'none'],
         introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
-        claims_supported: ['sub', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'at_hash', 'name', 'email'],
+        claims_supported: ['sub', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'at_hash', 'name', 'email', 'email_verified'],
         prompt_values_supported: ['none', 'login', 'consent'],
         authorization_response_iss_parameter_supported: true,
         request_parameter_supported: false,

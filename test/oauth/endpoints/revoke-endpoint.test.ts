@@ -4,9 +4,13 @@ import type { Config } from '../../../src/config/config.js';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../../helpers/databases.js';
 import { createClient, makeConfig, type TestClient } from '../fixtures.js';
 import { basic, buildOAuthApp, form, FORM, type OAuthApp } from '../oauth-app.js';
+import { digestSecret, generateSecret } from '../../../src/oauth/secrets.js';
+import { TokenService } from '../../../src/oauth/tokens/token-service.js';
+import { newId } from '../../../src/storage/ids.js';
+import { insertRefreshToken } from '../../../src/storage/refresh-tokens.js';
 
-// RFC 7009: a client ends an access token it holds; every string of it stops working; another client's
-// token is refused; whether a string was ever a token is not revealed.
+// RFC 7009: a client ends an access or refresh token it holds; every string of it stops working; whether a
+// string was ever a token, and whose, is not revealed: anything else is answered like a revocation.
 
 const NO_STORE = { 'cache-control': 'no-store', pragma: 'no-cache' };
 
@@ -16,6 +20,7 @@ describe.each(DATABASE_KINDS)('POST /oauth/revoke on %s', (kind) => {
   let oauth: OAuthApp;
   let service: TestClient;
   let other: TestClient;
+  let jwtNeighbour: TestClient;
 
   beforeAll(async () => {
     t = await createTestDatabase(kind);
@@ -23,6 +28,7 @@ describe.each(DATABASE_KINDS)('POST /oauth/revoke on %s', (kind) => {
     oauth = await buildOAuthApp(t.db, config);
     service = await createClient(t.db);
     other = await createClient(t.db, { accessTokenFormat: 'opaque' });
+    jwtNeighbour = await createClient(t.db);
   });
   afterAll(async () => {
     await oauth.app.close();
@@ -39,6 +45,11 @@ describe.each(DATABASE_KINDS)('POST /oauth/revoke on %s', (kind) => {
 
   function revoke(params: Record<string, string>, headers: Record<string, string> = {}) {
     return oauth.app.inject({ method: 'POST', url: '/oauth/revoke', headers: { ...FORM, ...headers }, payload: form(params) });
+  }
+
+  async function countInvalidations(): Promise<number> {
+    const row = await t.db.kysely.selectFrom('invalidations').select((eb) => eb.fn.countAll<string | number>().as('n')).executeTakeFirstOrThrow();
+    return Number(row.n);
   }
 
   function expectRevoked(res: Awaited<ReturnType<typeof revoke>>) {
@@ -72,22 +83,80 @@ describe.each(DATABASE_KINDS)('POST /oauth/revoke on %s', (kind) => {
     await expect(oauth.tokens.verifyAccessToken(token)).rejects.toThrow();
   });
 
-  it('answers 200 for a string that is no token, or is already revoked, revealing nothing', async () => {
-    expectRevoked(await revoke({ token: 'not-a-token' }, as(service)));
-    expectRevoked(await revoke({ token: 'A'.repeat(43) }, as(service)));
-    const token = await tokenFor(service);
-    expectRevoked(await revoke({ token }, as(service)));
-    expectRevoked(await revoke({ token }, as(service)));
+  /** Everything a caller can observe of an answer but its date: status, headers, body. */
+  function observable(res: Awaited<ReturnType<typeof revoke>>) {
+    const { date: _date, ...headers } = res.headers;
+    return { status: res.statusCode, headers, body: res.body };
+  }
+
+  /** A refresh token of `client`'s, stored as the token endpoint stores one. */
+  async function refreshTokenOf(client: TestClient): Promise<string> {
+    const token = generateSecret();
+    const now = Date.now();
+    await insertRefreshToken(t.db.kysely, {
+      tokenHash: digestSecret(token),
+      familyId: newId(),
+      clientId: client.client.clientId,
+      clientRegistrationId: client.client.id,
+      userId: newId(),
+      scopes: 'read:posts',
+      authTime: new Date(now).toISOString(),
+      issuedAt: new Date(now).toISOString(),
+      expiresAt: new Date(now + 3_600_000).toISOString(),
+      rotatedAt: null,
+      revokedAt: null,
+    });
+    return token;
+  }
+
+  it('answers a string that is no live token of the caller exactly like a revocation (§2.2), writing nothing and leaving other clients\' tokens working', async () => {
+    const own = await tokenFor(service);
+    const reference = observable(await revoke({ token: own }, as(service)));
+    expect(reference).toEqual({ status: 200, headers: expect.objectContaining(NO_STORE), body: '' });
+    // An access token issued an hour ago with the default ten-minute lifetime: expired.
+    const past = new TokenService({ db: t.db, config, keys: oauth.keys, clock: () => Date.now() - 3_600_000 });
+    const expired = (await past.issueAccessToken({ client: service.client, subject: service.client.id, subjectType: 'client', scopes: ['read:posts'], grantType: 'client_credentials' })).accessToken;
+    const othersJwt = await tokenFor(jwtNeighbour);
+    const othersOpaque = await tokenFor(other);
+    const othersRefresh = await refreshTokenOf(other);
+    const [header, payload] = own.split('.') as [string, string];
+    const cases: Record<string, string> = {
+      'no token at all': 'not-a-token',
+      'the shape of an opaque or refresh token': 'A'.repeat(43),
+      'a JWT with a forged signature': `${header}.${payload}.${'A'.repeat(86)}`,
+      'a malformed JWT': 'eyJ.eyJ.x',
+      'an expired token': expired,
+      'a token revoked already': own,
+      'another client\'s JWT': othersJwt,
+      'another client\'s opaque token': othersOpaque,
+      'another client\'s refresh token': othersRefresh,
+    };
+    const invalidations = await countInvalidations();
+    const before = oauth.decisions.length;
+    for (const [name, token] of Object.entries(cases)) {
+      expect({ case: name, ...observable(await revoke({ token }, as(service))) }).toEqual({ case: name, ...reference });
+    }
+    expect(await countInvalidations()).toBe(invalidations);
+    // Each is a refusal with no subject: the audit log counts them per address and window.
+    const refused = { requestId: expect.any(String), interface: 'oauth', operation: 'revoke', sourceAddress: '127.0.0.1', subject: null, clientId: service.client.clientId, resourceType: 'token', resourceId: null, decision: 'deny', reason: 'resource' };
+    expect(oauth.decisions.slice(before)).toEqual(Object.keys(cases).map(() => refused));
+    await expect(oauth.tokens.verifyAccessToken(othersJwt)).resolves.toMatchObject({ clientId: jwtNeighbour.client.clientId });
+    await expect(oauth.tokens.verifyAccessToken(othersOpaque)).resolves.toMatchObject({ clientId: other.client.clientId });
+    const family = await t.db.kysely.selectFrom('refreshTokens').select('revokedAt').where('tokenHash', '=', digestSecret(othersRefresh)).executeTakeFirstOrThrow();
+    expect(family.revokedAt).toBeNull();
   });
 
-  it('refuses another client’s token and leaves it working', async () => {
-    const token = await tokenFor(other);
-    const res = await revoke({ token }, as(service));
-    expect({ status: res.statusCode, body: res.json() }).toEqual({
-      status: 400,
-      body: { error: 'unauthorized_client', error_description: 'The token was not issued to this client.' },
-    });
-    await expect(oauth.tokens.verifyAccessToken(token)).resolves.toMatchObject({ clientId: other.client.clientId });
+  it('revokes the client\'s own refresh token and its whole grant', async () => {
+    const token = await refreshTokenOf(service);
+    const row = await t.db.kysely.selectFrom('refreshTokens').select('familyId').where('tokenHash', '=', digestSecret(token)).executeTakeFirstOrThrow();
+    const before = oauth.decisions.length;
+    expectRevoked(await revoke({ token, token_type_hint: 'refresh_token' }, as(service)));
+    const revoked = await t.db.kysely.selectFrom('refreshTokens').select('revokedAt').where('tokenHash', '=', digestSecret(token)).executeTakeFirstOrThrow();
+    expect(revoked.revokedAt).not.toBeNull();
+    expect(await t.db.kysely.selectFrom('invalidations').select('kind').where('target', '=', row.familyId).execute()).toEqual([{ kind: 'grant' }]);
+    expect(oauth.decisions.slice(before)).toEqual([
+      expect.objectContaining({ operation: 'revoke', clientId: service.client.clientId, resourceType: 'grant', resourceId: row.familyId, decision: 'allow', reason: 'granted' }),
+    ]);
   });
 
   it('requires client authentication and a token', async () => {

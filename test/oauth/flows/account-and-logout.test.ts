@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CsrfTokens } from '../../../src/oauth/browser/csrf.js';
 import { verifyPassword } from '../../../src/oauth/passwords.js';
 import type { UserRecord } from '../../../src/storage/users.js';
 import { DATABASE_KINDS } from '../../helpers/databases.js';
@@ -102,6 +103,53 @@ describe.each(DATABASE_KINDS)('account page and sign-out on %s', (kind) => {
     expect(pageHeading(again.body)).toBe('Allow Example Web App access?');
   });
 
+  /** The account page's applications as (name, scopes) pairs, in page order. */
+  const listedApplications = (body: string) => [...body.matchAll(/<tr><td>([^<]*)<\/td><td>([^<]*)<\/td><td>\d{4}-\d{2}-\d{2}<\/td>/g)].map((match) => [match[1], match[2]]);
+
+  it('lists an application that skipped consent (first party) and withdraws it: its tokens, refresh family and unredeemed codes end', async () => {
+    const user = await createUser(app.db);
+    const consoleApp = await createWebClient(app.db, { name: 'Portcullis Console', firstParty: true });
+    const browser = new Browser(app.oauth.app);
+    const { code, verifier } = await obtainCode(app, browser, consoleApp, user, { scope: 'offline_access read:posts' });
+    const tokens = expectTokens(await exchangeCode(app, consoleApp, code, { code_verifier: verifier }), { scope: 'offline_access read:posts', refreshToken: true, idToken: false });
+    // A second code, not redeemed yet when the user withdraws the application.
+    const pending = await obtainCode(app, browser, consoleApp, user, { scope: 'read:posts' });
+    expect(await app.db.kysely.selectFrom('consents').select('clientId').where('userId', '=', user.id).execute()).toEqual([]);
+    const page = await browser.get('/oauth/account');
+    expect(listedApplications(page.body)).toEqual([['Portcullis Console', 'offline_access read:posts']]);
+    const fields = formFields(page.body, '/oauth/account/applications/revoke');
+    expect(fields.application).toBe(consoleApp.client.id);
+    const done = await browser.post('/oauth/account/applications/revoke', { csrf_token: fields.csrf_token!, application: fields.application! });
+    expect({ status: done.statusCode, notice: /<p class="notice" role="status">([^<]*)</.exec(done.body)?.[1], listed: listedApplications(done.body) }).toEqual({
+      status: 200,
+      notice: 'The application no longer has access.',
+      listed: [],
+    });
+    expect(await tokenWorks(tokens.access_token)).toBe(false);
+    expectTokenError(await refresh(app, consoleApp, tokens.refresh_token!), 400, 'invalid_grant', 'The refresh token was revoked.');
+    expectTokenError(await exchangeCode(app, consoleApp, pending.code, { code_verifier: pending.verifier }), 400, 'invalid_grant', "This code was withdrawn before it was exchanged (the user's grants were ended); start the authorization again.");
+  });
+
+  it('lists an application holding only a live access token, and none whose tokens all expired or were revoked', async () => {
+    const user = await createUser(app.db);
+    const reader = await createWebClient(app.db, { name: 'Reader', firstParty: true, grantTypes: ['authorization_code'] });
+    const browser = new Browser(app.oauth.app);
+    const { code, verifier } = await obtainCode(app, browser, reader, user, { scope: 'read:posts' });
+    const tokens = expectTokens(await exchangeCode(app, reader, code, { code_verifier: verifier }), { scope: 'read:posts', refreshToken: false, idToken: false });
+    expect(listedApplications((await browser.get('/oauth/account')).body)).toEqual([['Reader', 'read:posts']]);
+    const { jti } = await app.oauth.tokens.verifyAccessToken(tokens.access_token);
+    await app.db.kysely.updateTable('accessTokens').set({ expiresAt: new Date(Date.now() - 1000).toISOString() }).where('jti', '=', jti).execute();
+    expect(listedApplications((await browser.get('/oauth/account')).body)).toEqual([]);
+    // An application the page does not list cannot be "withdrawn": nothing is revoked or recorded.
+    const before = app.oauth.decisions.length;
+    const invalidations = await app.db.kysely.selectFrom('invalidations').select('seq').execute();
+    const csrf = new CsrfTokens(app.config.keyEncryptionSecret).issue(browser.cookies.get('__Host-portcullis-browser')!, 'account:revoke');
+    const nothing = await browser.post('/oauth/account/applications/revoke', { csrf_token: csrf, application: reader.client.id });
+    expect({ status: nothing.statusCode, notice: /<p class="notice"/.test(nothing.body) }).toEqual({ status: 200, notice: false });
+    expect(app.oauth.decisions.length).toBe(before);
+    expect(await app.db.kysely.selectFrom('invalidations').select('seq').execute()).toHaveLength(invalidations.length);
+  });
+
   it('signs out everywhere: every session and token of the user ends', async () => {
     const user = await createUser(app.db);
     const { browser, tokens } = await signedInWithTokens(user);
@@ -201,7 +249,7 @@ describe.each(DATABASE_KINDS)('userinfo, introspection and revocation of refresh
       const reply = await userinfo(all.access_token, method);
       expect({ status: reply.statusCode, body: reply.json(), cache: reply.headers['cache-control'] }).toEqual({
         status: 200,
-        body: { sub: user.id, name: 'Ada Lovelace', email: user.email },
+        body: { sub: user.id, name: 'Ada Lovelace', email: user.email, email_verified: false },
         cache: 'no-store',
       });
     }

@@ -65,7 +65,10 @@ describe.each(DATABASE_KINDS)('authorization code with PKCE on %s', (kind) => {
       const signedInReply = await browser.post('/oauth/login', { ...loginForm, email: user.email, password: PASSWORD });
       expect(signedInReply.statusCode).toBe(303);
       expect(signedInReply.headers.location).toBe(`/oauth/consent?interaction=${loginForm.interaction}`);
-      expect([signedInReply.headers['set-cookie']].flat()).toEqual([expect.stringMatching(/^__Host-portcullis-session=[A-Za-z0-9_-]{43}; Path=\/; HttpOnly; SameSite=Lax; Secure; Max-Age=43200$/)]);
+      expect([signedInReply.headers['set-cookie']].flat()).toEqual([
+        expect.stringMatching(/^__Host-portcullis-session=[A-Za-z0-9_-]{43}; Path=\/; HttpOnly; SameSite=Lax; Secure; Max-Age=43200$/),
+        expect.stringMatching(/^__Host-portcullis-device=[A-Za-z0-9_-]{73}; Path=\/; HttpOnly; SameSite=Lax; Secure; Max-Age=7776000$/),
+      ]);
 
       const consentPage = await browser.get(String(signedInReply.headers.location));
       expectPage(consentPage, 'consent');

@@ -380,6 +380,7 @@ describe.each(DATABASE_KINDS)('GET /oauth/authorize on %s', (kind) => {
       expect(browser.setCookies).toEqual([
         expect.stringMatching(/^__Host-portcullis-browser=[A-Za-z0-9_-]{43}; Path=\/; HttpOnly; SameSite=Lax; Secure$/),
         expect.stringMatching(/^__Host-portcullis-session=[A-Za-z0-9_-]{43}; Path=\/; HttpOnly; SameSite=Lax; Secure; Max-Age=43200$/),
+        expect.stringMatching(/^__Host-portcullis-device=[A-Za-z0-9_-]{73}; Path=\/; HttpOnly; SameSite=Lax; Secure; Max-Age=7776000$/),
       ]);
     });
 
@@ -395,6 +396,7 @@ describe.each(DATABASE_KINDS)('GET /oauth/authorize on %s', (kind) => {
         expect(browser.setCookies).toEqual([
           expect.stringMatching(/^portcullis-browser=[A-Za-z0-9_-]{43}; Path=\/; HttpOnly; SameSite=Lax$/),
           expect.stringMatching(/^portcullis-session=[A-Za-z0-9_-]{43}; Path=\/; HttpOnly; SameSite=Lax; Max-Age=43200$/),
+          expect.stringMatching(/^portcullis-device=[A-Za-z0-9_-]{73}; Path=\/; HttpOnly; SameSite=Lax; Max-Age=7776000$/),
         ]);
       } finally {
         await plain.close();

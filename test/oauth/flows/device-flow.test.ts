@@ -8,6 +8,11 @@ import { countRows, createUser, expectTokenError, expectTokens, openFlowApp, PAS
 
 const DEVICE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
 
+/** The user code the device approval page shows, or null. */
+function shownUserCode(html: string): string | null {
+  return /<strong id="user-code">([^<]*)<\/strong>/.exec(html)?.[1] ?? null;
+}
+
 describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (kind) => {
   let app: FlowApp;
   let tv: TestClient;
@@ -44,6 +49,7 @@ describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (ki
     page = await browser.submit('/oauth/login', { ...login, email: user.email, password: PASSWORD });
     expect({ status: page.statusCode, heading: pageHeading(page.body) }).toEqual({ status: 200, heading: 'Allow Living-room TV access?' });
     expectPageHeaders(page);
+    expect(shownUserCode(page.body)).toMatch(/^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$/);
     const fields: [string, string][] = Object.entries(hiddenInputs(page.body));
     for (const scope of scopes ?? ['read:posts', 'write:posts', 'offline_access']) fields.push(['scope', scope]);
     fields.push(['decision', decision]);
@@ -78,6 +84,23 @@ describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (ki
     // The user sees the device among the applications they allowed, and can end its access there.
     const consents = await app.db.kysely.selectFrom('consents').select(['clientId', 'scopes']).where('userId', '=', user.id).execute();
     expect(consents).toEqual([{ clientId: tv.client.clientId, scopes: 'offline_access read:posts' }]);
+  });
+
+  it('shows the user code being approved and the application asking, so the user can compare them with the device (RFC 8628 §5.4)', async () => {
+    const started = await start('read:posts');
+    const browser = new Browser(app.oauth.app);
+    // Typed the way users type it: lower case, no dash. The page shows it as the device does.
+    const login = await browser.visit(`/oauth/device?user_code=${started.user_code.toLowerCase().replace('-', '')}`);
+    const page = await browser.submit('/oauth/login', { ...hiddenInputs(login.body), email: user.email, password: PASSWORD });
+    expect({ status: page.statusCode, heading: pageHeading(page.body), code: shownUserCode(page.body) }).toEqual({
+      status: 200,
+      heading: 'Allow Living-room TV access?',
+      code: started.user_code,
+    });
+    expectPageHeaders(page);
+    expect(page.body).toContain(`<p>Your device should show the code <strong id="user-code">${started.user_code}</strong>. If it shows another code, deny: someone else is asking for access.</p>`);
+    expect(page.body).toContain('<legend>Living-room TV asks to:</legend>');
+    expect(hiddenInputs(page.body)).toEqual({ user_code: started.user_code.replace('-', ''), csrf_token: expect.any(String) });
   });
 
   it('answers access_denied after the user denies, and issues nothing', async () => {

@@ -66,6 +66,15 @@ describe.each(DATABASE_KINDS)('ID tokens on %s', (kind) => {
     });
   });
 
+  it('carries no email or name: with an access token issued, those claims come from userinfo with email_verified (OpenID Connect Core §5.4)', async () => {
+    const client = await createWebClient(t.db, { firstParty: true, scopes: ['openid', 'profile', 'email'] });
+    const tokens = await tokensFor(client, { scope: 'openid profile email' }, { refreshToken: false });
+    const { payload } = await verify(tokens.id_token!, client.client.clientId, 'RS256');
+    expect(Object.keys(payload).sort()).toEqual(['at_hash', 'aud', 'auth_time', 'exp', 'iat', 'iss', 'sub']);
+    const userinfo = await t.oauth.app.inject({ method: 'GET', url: '/oauth/userinfo', headers: { authorization: `Bearer ${tokens.access_token}` } });
+    expect({ status: userinfo.statusCode, body: userinfo.json() }).toEqual({ status: 200, body: { sub: user.id, name: user.name, email: user.email, email_verified: false } });
+  });
+
   it('leaves nonce out when the request had none', async () => {
     const tokens = await tokensFor(rsClient, { scope: 'openid' }, { refreshToken: false });
     const { payload } = await verify(tokens.id_token!, rsClient.client.clientId, 'RS256');

@@ -158,7 +158,7 @@ describe.each(DATABASE_KINDS)('login and consent pages on %s', (kind) => {
       expectErrorPage(await browser.get(`/oauth/login?interaction=${'x'.repeat(43)}`), 400, ...SIGN_IN_EXPIRED);
     });
 
-    it('refuses the sixth attempt after five failures with 429 and Retry-After, even with the right password', async () => {
+    it('refuses the sixth attempt from an address after five failures there with 429 and Retry-After, even with the right password', async () => {
       const target = await createUser(t.db);
       const { browser, form } = await atLogin(authorizeUrl(web), '192.0.2.10');
       const guesses = await Promise.all([0, 1, 2, 3, 4].map((i) => browser.post('/oauth/login', { ...form, email: target.email, password: `guess ${i}` })));
@@ -167,12 +167,15 @@ describe.each(DATABASE_KINDS)('login and consent pages on %s', (kind) => {
       const refused = await browser.post('/oauth/login', { ...form, email: target.email.toUpperCase(), password: PASSWORD });
       expectPage(refused, 'login', 429);
       expect(pageAlert(refused.body)).toBe('Too many failed sign-ins. Try again in 15 minutes.');
-      expect(Number(refused.headers['retry-after'])).toBeGreaterThan(890);
+      // The window opened when the first guess was reserved, before its password check (seconds on a loaded machine).
+      expect(Number(refused.headers['retry-after'])).toBeGreaterThan(840);
       expect(Number(refused.headers['retry-after'])).toBeLessThanOrEqual(900);
       await expectNoSignIn(refused, sessions);
-      // The account's budget, not the address's: another address is refused too, another account is not.
+      // The budget of this account from this address: five guesses do not lock the account's owner out
+      // elsewhere (sign-in-throttling.test.ts covers the account's limit over all addresses), and another
+      // account is not affected here.
       const elsewhere = await atLogin(authorizeUrl(web), '198.51.100.20');
-      expect((await elsewhere.browser.post('/oauth/login', { ...elsewhere.form, email: target.email, password: PASSWORD })).statusCode).toBe(429);
+      expectPage(await elsewhere.browser.submit('/oauth/login', { ...elsewhere.form, email: target.email, password: PASSWORD }), 'consent');
       expectPage(await browser.submit('/oauth/login', { ...form, email: user.email, password: PASSWORD }), 'consent');
     });
 
