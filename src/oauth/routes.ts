@@ -50,6 +50,10 @@ export interface OAuthDeps {
   forgetUser(userId: string): void;
   /** The API's bearer authentication (userinfo and introspection check tokens exactly as every API request). */
   authenticateBearer(authorization: string | undefined): Promise<Principal>;
+  /** Tests only: where a grant or a code issuance waits for a concurrent revocation to be made (token.ts, page-deps.ts). */
+  beforeGrantCommit?: TokenEndpointDeps['beforeGrantCommit'];
+  duringGrantCommit?: TokenEndpointDeps['duringGrantCommit'];
+  beforeCodeIssued?: PageDeps['beforeCodeIssued'];
 }
 
 /**
@@ -137,6 +141,7 @@ function pagesDeps(deps: OAuthDeps): PageDeps {
     audit: deps.audit,
     forgetUser: deps.forgetUser,
     clock,
+    beforeCodeIssued: deps.beforeCodeIssued,
   };
 }
 

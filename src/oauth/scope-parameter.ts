@@ -15,8 +15,23 @@ export function parseScope(value: string): string[] {
   return [...new Set(value.split(' '))];
 }
 
-/** Refuses every requested scope outside `allowed`, naming them. */
+/**
+ * The description of an invalid_scope sent back through the browser (RFC 6749 §4.1.2.1). It never names the
+ * refused scopes: they are the request's own text, which anyone can craft, and the application may show the
+ * description to its user (`scope=openid Your-session-expired.Sign-in-again-at:https://evil.example`).
+ */
+export const REFUSED_SCOPE_REDIRECT = 'The application asked for access it is not registered for.';
+
+/** The requested scopes outside `allowed`. */
+export function refusedScopes(requested: readonly string[], allowed: readonly string[]): string[] {
+  return requested.filter((scope) => !allowed.includes(scope));
+}
+
+/**
+ * Refuses every requested scope outside `allowed`, naming them: for answers only the authenticated client
+ * reads (token and device endpoints). Redirects use REFUSED_SCOPE_REDIRECT.
+ */
 export function checkScopesAllowed(requested: readonly string[], allowed: readonly string[], who = 'The client'): void {
-  const refused = requested.filter((scope) => !allowed.includes(scope));
+  const refused = refusedScopes(requested, allowed);
   if (refused.length > 0) throw new OAuthError('invalid_scope', `${who} may not request: ${refused.join(' ')}.`);
 }

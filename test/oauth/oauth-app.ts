@@ -2,7 +2,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { AuditDecision } from '../../src/audit/audit-event.js';
 import type { Config } from '../../src/config/config.js';
 import { KeyStore } from '../../src/oauth/keys/key-store.js';
-import { registerOAuth } from '../../src/oauth/routes.js';
+import { registerOAuth, type OAuthDeps } from '../../src/oauth/routes.js';
 import { TokenService } from '../../src/oauth/tokens/token-service.js';
 import { SignInThrottle } from '../../src/limits/sign-in-throttle.js';
 import { authenticate } from '../../src/pipeline/authenticate.js';
@@ -19,8 +19,11 @@ export interface OAuthApp {
   decisions: AuditDecision[];
 }
 
+/** The test-only seams of the OAuth routes: where a grant or a code issuance waits for the test. */
+export type OAuthSeams = Pick<OAuthDeps, 'beforeGrantCommit' | 'duringGrantCommit' | 'beforeCodeIssued'>;
+
 /** A real Fastify instance with the OAuth routes and, beside them, a JSON route like the REST API's. */
-export async function buildOAuthApp(db: Db, config: Config, scopes: readonly string[] = SCOPES): Promise<OAuthApp> {
+export async function buildOAuthApp(db: Db, config: Config, scopes: readonly string[] = SCOPES, seams: OAuthSeams = {}): Promise<OAuthApp> {
   const keys = await KeyStore.open(db, config);
   const tokens = new TokenService({ db, config, keys });
   const subjects = new SubjectDirectory(db.kysely);
@@ -38,6 +41,7 @@ export async function buildOAuthApp(db: Db, config: Config, scopes: readonly str
     scopeDescriptions: Object.fromEntries(scopes.map((scope) => [scope, `Description of ${scope}`])),
     forgetUser: (userId) => tokens.evictSubject(userId, 'user'),
     authenticateBearer: async (authorization) => authenticate({ authorization, tokenInQuery: false }, { tokens, subjects }),
+    ...seams,
   });
   await app.ready();
   return { app, keys, tokens, decisions };

@@ -75,7 +75,7 @@ function hintNamesAnother(request: AuthorizationRequest, signedIn: SignedIn): bo
   return request.loginHint !== null && request.loginHint.toLowerCase() !== signedIn.user.email.toLowerCase();
 }
 
-/** Issues the code for the scopes the user allowed, records the decision, and returns the redirect. */
+/** Issues the code for the scopes the user allowed, records the decision, and returns the redirect (an error when the user signed out meanwhile). */
 export async function codeRedirect(
   deps: PageDeps,
   request: AuthorizationRequest,
@@ -83,7 +83,9 @@ export async function codeRedirect(
   scopes: readonly string[],
   page: PageRequest,
 ): Promise<string> {
-  const code = await issueAuthorizationCode(deps.db, deps.config.issuer, request, { userId: signedIn.user.id, authTime: signedIn.authTime, scopes }, deps.clock());
+  await deps.beforeCodeIssued?.();
+  const code = await issueAuthorizationCode(deps.db, deps.config.issuer, request, { signedIn, scopes }, deps.clock());
+  if (code === null) return errorRedirect(request.redirectUri, deps.config.issuer, 'access_denied', 'The user signed out before the request was answered.', request.state);
   deps.audit.record({
     requestId: page.requestId,
     interface: 'oauth',

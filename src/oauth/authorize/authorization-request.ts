@@ -4,7 +4,7 @@ import type { Database } from '../../storage/schema.js';
 import { OAuthError } from '../oauth-error.js';
 import { isCodeChallenge, PKCE_METHOD } from '../pkce.js';
 import { matchRedirectUri } from '../redirect-uri.js';
-import { checkScopesAllowed, parseScope, SCOPE_REQUIRED } from '../scope-parameter.js';
+import { parseScope, REFUSED_SCOPE_REDIRECT, refusedScopes, SCOPE_REQUIRED } from '../scope-parameter.js';
 import { AuthorizationPageError, AuthorizationRedirectError } from './authorization-errors.js';
 
 export const AUTHORIZATION_CODE = 'authorization_code';
@@ -109,7 +109,7 @@ function readRest(
   const scopeParameter = single('scope');
   if (scopeParameter === undefined) fail('invalid_scope', SCOPE_REQUIRED);
   const scopes = parseScope(scopeParameter!);
-  checkScopesAllowed(scopes, client.scopes);
+  if (refusedScopes(scopes, client.scopes).length > 0) fail('invalid_scope', REFUSED_SCOPE_REDIRECT);
 
   const prompt = readPrompt(single('prompt'), fail);
   const maxAgeParameter = single('max_age');

@@ -1,5 +1,7 @@
 import type { Kysely } from 'kysely';
-import { insertAuthorizationCode } from '../../storage/authorization-codes.js';
+import { insertAuthorizationCode, type AuthorizationCodeRow } from '../../storage/authorization-codes.js';
+import { writeTransaction } from '../../storage/write-transaction.js';
+import { lockSignedIn, type SignedIn } from '../browser/sign-in-sessions.js';
 import { newId } from '../../storage/ids.js';
 import type { Database } from '../../storage/schema.js';
 import { withQuery } from '../redirect-uri.js';
@@ -16,32 +18,43 @@ export interface IssuedCode {
 
 /**
  * A single-use code bound to the client registration, the user, the exact redirect_uri and the PKCE
- * challenge; stored as its digest. The response carries `state` and `iss` (RFC 9207 §2).
+ * challenge; stored as its digest. The response carries `state` and `iss` (RFC 9207 §2). Null when the
+ * user's session ended before the code could be stored.
  */
 export async function issueAuthorizationCode(
   db: Kysely<Database>,
   issuer: string,
   request: AuthorizationRequest,
-  grant: { userId: string; authTime: number; scopes: readonly string[] },
+  grant: { signedIn: SignedIn; scopes: readonly string[] },
   now: number,
-): Promise<IssuedCode> {
+): Promise<IssuedCode | null> {
   const code = generateSecret();
   const grantId = newId();
-  await insertAuthorizationCode(db, {
+  const { signedIn } = grant;
+  const row: AuthorizationCodeRow = {
     codeHash: digestSecret(code),
     grantId,
     clientId: request.clientId,
     clientRegistrationId: request.clientRegistrationId,
-    userId: grant.userId,
+    userId: signedIn.user.id,
     redirectUri: request.redirectUri,
     codeChallenge: request.codeChallenge,
     scopes: grant.scopes.join(' '),
     nonce: request.nonce,
-    authTime: new Date(grant.authTime * 1000).toISOString(),
+    authTime: new Date(signedIn.authTime * 1000).toISOString(),
     issuedAt: new Date(now).toISOString(),
     expiresAt: new Date(now + CODE_TTL_SECONDS * 1000).toISOString(),
     redeemedAt: null,
+    outcome: null,
+  };
+  // Stored only while the session that granted it is live: signing out everywhere in the meantime ends
+  // the session, and a code stored after that would outlive it (lockSignedIn).
+  const stored = await writeTransaction(db, async (trx) => {
+    if (!(await lockSignedIn(trx, signedIn, now))) return false;
+    await insertAuthorizationCode(trx, row);
+    return true;
   });
+  if (!stored) return null;
   return { location: withQuery(request.redirectUri, { code, state: request.state, iss: issuer }), grantId };
 }
 

@@ -25,6 +25,8 @@ export interface PageDeps {
   /** Drops what this process cached about a user's tokens (other processes follow the invalidation feed). */
   forgetUser(userId: string): void;
   clock: () => number;
+  /** Tests only: awaited after the user's session was checked and before a code or device approval is stored. */
+  beforeCodeIssued?: () => Promise<void>;
 }
 
 /** Who and where a page request comes from, for audit records. */

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import { findLiveLoginSession, insertLoginSession, revokeLoginSession } from '../../storage/login-sessions.js';
+import { lockUser } from '../../storage/row-locks.js';
 import type { Database } from '../../storage/schema.js';
 import { findUserById, type UserRecord } from '../../storage/users.js';
 import { digestSecret, generateSecret } from '../secrets.js';
@@ -57,6 +58,18 @@ export class SignInSessions {
     if (sessionId !== null) await revokeLoginSession(this.db, sessionId, new Date(this.clock()).toISOString());
     return expireCookie(this.jar, this.jar.session);
   }
+}
+
+/**
+ * In a write transaction, before it stores what a signed-in user granted (a code, a device approval): takes
+ * the user's lock (storage/row-locks.ts) and checks that the session is still live and the user active.
+ * Signing out everywhere or changing the password ends the sessions and the pending grants under the same
+ * lock, so a grant stored after it is refused here and one stored before it is ended by it.
+ */
+export async function lockSignedIn(trx: Kysely<Database>, signedIn: SignedIn, now: number): Promise<boolean> {
+  const user = await lockUser(trx, signedIn.user.id);
+  if (!user || !user.active) return false;
+  return (await findLiveLoginSession(trx, signedIn.sessionId, new Date(now).toISOString())) !== null;
 }
 
 export interface BrowserBinding {

@@ -4,7 +4,8 @@ import { saveConsent } from '../../storage/consents.js';
 import { decideDeviceCode, findDeviceCodeByUserCode, type DeviceCodeRow } from '../../storage/device-codes.js';
 import { DEVICE_CODE } from '../device/device-authorization.js';
 import type { PageDeps } from '../browser/page-deps.js';
-import { browserBinding } from '../browser/sign-in-sessions.js';
+import { browserBinding, lockSignedIn } from '../browser/sign-in-sessions.js';
+import { writeTransaction } from '../../storage/write-transaction.js';
 import { displayUserCode, normalizeUserCode } from '../device/user-code.js';
 import { consentPage } from '../pages/consent-page.js';
 import { deviceDonePage, deviceEntryPage } from '../pages/device-pages.js';
@@ -70,7 +71,15 @@ export function registerDevicePages(scope: FastifyInstance, deps: PageDeps): voi
     const allowed = requested.filter((name) => ticked.has(name));
     const approved = singleParam(form, 'decision') === 'allow' && allowed.length > 0;
     const decision = { status: approved ? ('approved' as const) : ('denied' as const), userId: signedIn.user.id, authTime: new Date(signedIn.authTime * 1000).toISOString(), scopes: (approved ? allowed : requested).join(' ') };
-    if (!(await decideDeviceCode(deps.db, row.deviceCodeHash, decision))) return sendPage(reply, deviceEntryPage(UNKNOWN, 400));
+    // An approval is stored only while the session that gives it is live (lockSignedIn): one stored after
+    // "sign out everywhere" would let the device start a family afterwards.
+    await deps.beforeCodeIssued?.();
+    const recorded = await writeTransaction(deps.db, async (trx) => {
+      if (approved && !(await lockSignedIn(trx, signedIn, deps.clock()))) return 'signed out';
+      return (await decideDeviceCode(trx, row.deviceCodeHash, decision)) ? 'recorded' : 'answered already';
+    });
+    if (recorded === 'signed out') return redirect(reply, `/oauth/login?user_code=${displayUserCode(code)}`);
+    if (recorded === 'answered already') return sendPage(reply, deviceEntryPage(UNKNOWN, 400));
     // The device is an application the user allowed: the account page lists it, and withdrawing it ends its tokens.
     if (approved) {
       await saveConsent(deps.db, {

@@ -6,6 +6,7 @@ import { OAuthError } from '../oauth-error.js';
 import { digestSecret } from '../secrets.js';
 import { revokeGrant } from '../tokens/access-token-records.js';
 import { isInvalidTokenError } from '../tokens/invalid-token-error.js';
+import { lockUserForRevocation } from '../../storage/row-locks.js';
 import { authenticateAudited, readFormParams, type RecordDecision, type TokenEndpointDeps } from './token.js';
 
 const REFRESH_TOKEN_SHAPE = /^[A-Za-z0-9_-]{43}$/;
@@ -53,7 +54,11 @@ async function revokeHeldToken(deps: TokenEndpointDeps, client: ClientRecord, to
   const refresh = REFRESH_TOKEN_SHAPE.test(token) ? await findRefreshToken(deps.db.kysely, digestSecret(token)) : null;
   if (refresh) {
     if (refresh.clientRegistrationId !== client.id) return null;
-    await deps.db.kysely.transaction().execute((trx) => revokeGrant(trx, refresh.familyId, new Date().toISOString()));
+    // Under the user's lock: a refresh of this family in progress commits first, and its new tokens end too.
+    await deps.db.kysely.transaction().execute(async (trx) => {
+      await lockUserForRevocation(trx, refresh.userId);
+      await revokeGrant(trx, refresh.familyId, new Date().toISOString());
+    });
     deps.tokens.evictGrant(refresh.familyId);
     return { subject: refresh.userId, resourceType: 'grant', resourceId: refresh.familyId };
   }

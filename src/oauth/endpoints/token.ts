@@ -19,7 +19,8 @@ import { grantPassword, PASSWORD } from '../grants/password.js';
 import { grantDeviceCode } from '../grants/device-code.js';
 import { DEVICE_CODE } from '../device/device-authorization.js';
 import { grantRefreshToken } from '../grants/refresh-token.js';
-import { issueUserTokens, REFRESH_TOKEN, type UserGrant, type UserTokenDeps } from '../tokens/user-tokens.js';
+import { REFRESH_TOKEN, signUserTokens, type UserTokenDeps } from '../tokens/user-tokens.js';
+import { commitUserGrant, type CheckedGrant } from '../grants/grant-commit.js';
 import { revokeGrant } from '../tokens/access-token-records.js';
 import { hasInvalidationSince } from '../../storage/invalidations.js';
 
@@ -31,6 +32,10 @@ export interface TokenEndpointDeps {
   config: Config;
   throttle: SignInThrottle;
   clock?: () => number;
+  /** Tests only: awaited once a user grant is checked and its tokens signed, before its transaction (grant-commit.ts). */
+  beforeGrantCommit?: () => Promise<void>;
+  /** Tests only: awaited inside the grant's transaction, with the locks held and the code or token used, before the tokens are stored. */
+  duringGrantCommit?: () => Promise<void>;
 }
 
 type FormParams = Readonly<Record<string, string>>;
@@ -63,8 +68,10 @@ function userTokenDeps(deps: TokenEndpointDeps): UserTokenDeps {
   };
 }
 
-async function issueFor(deps: TokenEndpointDeps, grant: UserGrant, now: number): Promise<Issued> {
-  const issued = await issueUserTokens(userTokenDeps(deps), grant);
+async function issueFor(deps: TokenEndpointDeps, grant: CheckedGrant, now: number): Promise<Issued> {
+  const { tokens: issued, rows } = await signUserTokens(userTokenDeps(deps), grant);
+  await deps.beforeGrantCommit?.();
+  await commitUserGrant(deps.db.kysely, grant, rows, deps.duringGrantCommit);
   await coverConcurrentRevocation(deps, grant.grantId, now);
   return { ...issued, subject: grant.userId };
 }
@@ -73,10 +80,11 @@ async function issueFor(deps: TokenEndpointDeps, grant: UserGrant, now: number):
 const REVOCATION_LOOKBACK_MS = 60_000;
 
 /**
- * Of two concurrent uses of one code or refresh token, the loser revokes the grant (RFC 9700 §4.14.2), and
- * may do so before the winner has written its tokens, which the revocation then misses. Once they are
- * written, the winner looks for the invalidation the loser records first (revokeReplayedGrant) and, if
- * there is one, revokes again to cover them too.
+ * Of two concurrent uses of one code or refresh token, the loser revokes the grant (RFC 9700 §4.14.2). The
+ * winner stores its tokens in the transaction that uses the code or token, under the user's lock
+ * (grant-commit.ts), so the loser's revocation sees them; once they are committed the winner still looks
+ * for a revocation of its grant (revokeReplayedGrant records it first) and revokes again, a second line
+ * that costs one indexed read.
  */
 async function coverConcurrentRevocation(deps: TokenEndpointDeps, grantId: string, now: number): Promise<void> {
   const db = deps.db.kysely;

@@ -2,26 +2,26 @@ import type { Kysely } from 'kysely';
 import { findAuthorizationCode, redeemAuthorizationCode, type AuthorizationCodeRow } from '../../storage/authorization-codes.js';
 import type { ClientRecord } from '../../storage/clients.js';
 import type { Database } from '../../storage/schema.js';
-import { findUserById } from '../../storage/users.js';
 import { AUTHORIZATION_CODE } from '../authorize/authorization-request.js';
 import { OAuthError } from '../oauth-error.js';
 import { checkPkce } from '../pkce.js';
 import { matchRedirectUri } from '../redirect-uri.js';
 import { digestSecret } from '../secrets.js';
-import type { UserGrant } from '../tokens/user-tokens.js';
+import type { CheckedGrant } from './grant-commit.js';
 import { refuseRedeemedCode } from './redeemed-code.js';
 
 /**
- * RFC 6749 §4.1.3 with RFC 7636 §4.6: the code is redeemed once, by the client it was issued to, with the
- * redirect_uri it was issued for and the verifier of its challenge. A second presentation of a redeemed
- * code revokes everything the first one issued (§4.1.2, RFC 9700 §4.5.3.1): the code leaked.
+ * RFC 6749 §4.1.3 with RFC 7636 §4.6: the code is redeemed once (in the grant's transaction,
+ * grant-commit.ts), by the client it was issued to, with the redirect_uri it was issued for and the
+ * verifier of its challenge. A second presentation of a redeemed code revokes everything the first one
+ * issued (§4.1.2, RFC 9700 §4.5.3.1): the code leaked.
  */
 export async function grantAuthorizationCode(
   db: Kysely<Database>,
   client: ClientRecord,
   params: Readonly<Record<string, string>>,
   now: number,
-): Promise<UserGrant> {
+): Promise<CheckedGrant> {
   if (!client.grantTypes.includes(AUTHORIZATION_CODE)) {
     throw new OAuthError('unauthorized_client', 'The client may not use the authorization code grant.');
   }
@@ -33,13 +33,9 @@ export async function grantAuthorizationCode(
   // Another client's code is refused without touching it: the client may not even know it is a code.
   if (!row || row.clientRegistrationId !== client.id) throw new OAuthError('invalid_grant', 'The code is not valid.');
   const nowIso = new Date(now).toISOString();
-  // Checked first, answered after the code is redeemed (burnt) with the result: a wrong verifier or
-  // redirect_uri does not leave the code open to more guesses, and a later presentation is told which.
-  const refusal = await checkExchange(db, client, row, redirectUri, verifier, now);
-  if (!(await redeemAuthorizationCode(db, codeHash, nowIso, refusal === null ? 'issued' : 'refused'))) {
-    throw await refuseRedeemedCode(db, codeHash, row.grantId, row.userId, nowIso);
-  }
-  if (refusal !== null) throw refusal;
+  // Checked now, answered once the code is redeemed (burnt) in the grant's transaction: a wrong verifier or
+  // redirect_uri does not leave the code open to more guesses.
+  const invalid = checkRedemption(row, client.redirectUris, redirectUri, verifier, now);
   // The client's registration may have lost scopes since the user consented.
   const scopes = row.scopes.split(' ').filter((scope) => client.scopes.includes(scope));
   return {
@@ -50,29 +46,37 @@ export async function grantAuthorizationCode(
     grantType: AUTHORIZATION_CODE,
     authTime: Math.floor(Date.parse(row.authTime) / 1000),
     nonce: row.nonce,
+    claim: async (trx, user) => {
+      const refusal = invalid ?? (!user || !user.active ? new OAuthError('invalid_grant', 'The user who granted the code can no longer sign in.') : null);
+      // Redeemed with what the exchange came to, so that a later presentation is told which.
+      if (!(await redeemAuthorizationCode(trx, codeHash, nowIso, refusal === null ? 'issued' : 'refused'))) {
+        // Used already, or ended by a revocation of the user's grants: what it issued, if anything, ends.
+        return refuseRedeemedCode(trx, codeHash, row.grantId, row.userId, nowIso);
+      }
+      return refusal;
+    },
   };
 }
 
-async function checkExchange(
-  db: Kysely<Database>,
-  client: ClientRecord,
+function checkRedemption(
   row: AuthorizationCodeRow,
+  registeredRedirectUris: readonly string[],
   redirectUri: string,
   verifier: string | undefined,
   now: number,
-): Promise<OAuthError | null> {
+): OAuthError | null {
   if (Date.parse(row.expiresAt) <= now) return new OAuthError('invalid_grant', 'The code has expired.');
   if (row.redirectUri !== redirectUri) return new OAuthError('invalid_grant', 'redirect_uri does not match the authorization request.');
   // The registration may have lost that redirect URI since the code was issued: the code went to an
   // address that may no longer be the client's, so it buys nothing.
-  if (matchRedirectUri(client.redirectUris, row.redirectUri) === null) return new OAuthError('invalid_grant', 'The redirect_uri is no longer registered for this client.');
+  if (matchRedirectUri(registeredRedirectUris, row.redirectUri) === null) {
+    return new OAuthError('invalid_grant', 'The redirect_uri is no longer registered for this client.');
+  }
   try {
     checkPkce(verifier, row.codeChallenge);
   } catch (error) {
     if (error instanceof OAuthError) return error;
     throw error;
   }
-  const user = await findUserById(db, row.userId);
-  if (!user || !user.active) return new OAuthError('invalid_grant', 'The user who granted the code can no longer sign in.');
   return null;
 }

@@ -2,11 +2,10 @@ import type { Kysely } from 'kysely';
 import type { ClientRecord } from '../../storage/clients.js';
 import { findDeviceCode, recordDevicePoll, redeemDeviceCode } from '../../storage/device-codes.js';
 import type { Database } from '../../storage/schema.js';
-import { findUserById } from '../../storage/users.js';
 import { DEVICE_CODE } from '../device/device-authorization.js';
 import { OAuthError } from '../oauth-error.js';
 import { digestSecret } from '../secrets.js';
-import type { UserGrant } from '../tokens/user-tokens.js';
+import type { CheckedGrant } from './grant-commit.js';
 
 /** RFC 8628 §3.5: each slow_down adds five seconds to the interval. */
 const SLOW_DOWN_STEP_SECONDS = 5;
@@ -15,7 +14,7 @@ const SLOW_DOWN_STEP_SECONDS = 5;
  * RFC 8628 §3.4–3.5: the device polls until the user answers: authorization_pending, slow_down when it
  * polls faster than its interval, access_denied, expired_token; an approved code is redeemed once.
  */
-export async function grantDeviceCode(db: Kysely<Database>, client: ClientRecord, params: Readonly<Record<string, string>>, now: number): Promise<UserGrant> {
+export async function grantDeviceCode(db: Kysely<Database>, client: ClientRecord, params: Readonly<Record<string, string>>, now: number): Promise<CheckedGrant> {
   if (!client.grantTypes.includes(DEVICE_CODE)) throw new OAuthError('unauthorized_client', 'The client may not use the device authorization grant.');
   const presented = params.device_code;
   if (presented === undefined) throw new OAuthError('invalid_request', 'device_code is required.');
@@ -32,16 +31,24 @@ export async function grantDeviceCode(db: Kysely<Database>, client: ClientRecord
     if (tooSoon) throw new OAuthError('slow_down', `Poll at most every ${interval} seconds.`);
     throw new OAuthError('authorization_pending', 'The user has not answered yet.');
   }
-  if (!(await redeemDeviceCode(db, hash))) throw new OAuthError('invalid_grant', 'The device code was already used.');
-  const user = row.userId === null ? null : await findUserById(db, row.userId);
-  if (!user || !user.active) throw new OAuthError('invalid_grant', 'The user who approved the device can no longer sign in.');
+  if (row.userId === null) throw new OAuthError('invalid_grant', 'The device code is not valid.');
   return {
     client,
-    userId: user.id,
+    userId: row.userId,
     scopes: row.scopes.split(' ').filter((scope) => client.scopes.includes(scope)),
     grantId: row.grantId,
     grantType: DEVICE_CODE,
     authTime: Math.floor(Date.parse(row.authTime ?? new Date(now).toISOString()) / 1000),
     nonce: null,
+    claim: async (trx, user) => {
+      if (!(await redeemDeviceCode(trx, hash))) {
+        // Redeemed by a concurrent poll, or the approval ended since it was read (the user signed out everywhere).
+        const current = await findDeviceCode(trx, hash);
+        if (current?.status === 'denied') return new OAuthError('access_denied', 'The user denied the request.');
+        return new OAuthError('invalid_grant', 'The device code was already used.');
+      }
+      if (!user || !user.active) return new OAuthError('invalid_grant', 'The user who approved the device can no longer sign in.');
+      return null;
+    },
   };
 }

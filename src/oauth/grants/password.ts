@@ -5,7 +5,7 @@ import { newId } from '../../storage/ids.js';
 import type { Database } from '../../storage/schema.js';
 import { OAuthError } from '../oauth-error.js';
 import { checkScopesAllowed, parseScope } from '../scope-parameter.js';
-import type { UserGrant } from '../tokens/user-tokens.js';
+import type { CheckedGrant } from './grant-commit.js';
 import { verifyUserCredentials } from '../user-credentials.js';
 
 export const PASSWORD = 'password';
@@ -23,7 +23,7 @@ export interface PasswordGrantContext {
  * RFC 6749 §4.3, deprecated (RFC 9700 §2.4: MUST NOT be used): served only for migrating legacy clients,
  * when the server enables it and the client is marked legacy. Guessing is throttled like the login page.
  */
-export async function grantPassword(context: PasswordGrantContext, client: ClientRecord, params: Readonly<Record<string, string>>): Promise<UserGrant> {
+export async function grantPassword(context: PasswordGrantContext, client: ClientRecord, params: Readonly<Record<string, string>>): Promise<CheckedGrant> {
   if (!context.enabled || !client.legacy || !client.grantTypes.includes(PASSWORD)) {
     throw new OAuthError('unauthorized_client', 'The password grant is not available to this client.');
   }
@@ -46,5 +46,11 @@ export async function grantPassword(context: PasswordGrantContext, client: Clien
     grantType: PASSWORD,
     authTime: Math.floor(context.now / 1000),
     nonce: null,
+    // The password was checked before the grant's transaction: a change of it (or of the account) since then
+    // means it may be the very password being replaced.
+    claim: async (_trx, locked) => {
+      if (!locked || !locked.active || locked.updatedAt !== user.updatedAt) return new OAuthError('invalid_grant', 'The account changed during the request; sign in again.');
+      return null;
+    },
   };
 }

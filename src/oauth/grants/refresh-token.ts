@@ -1,27 +1,28 @@
 import type { Kysely } from 'kysely';
 import type { ClientRecord } from '../../storage/clients.js';
-import { findRefreshToken, rotateRefreshToken } from '../../storage/refresh-tokens.js';
+import { findRefreshToken, rotateRefreshToken, type RefreshTokenRow } from '../../storage/refresh-tokens.js';
 import type { Database } from '../../storage/schema.js';
-import { findUserById } from '../../storage/users.js';
 import { OAuthError } from '../oauth-error.js';
 import { checkScopesAllowed, parseScope } from '../scope-parameter.js';
 import { digestSecret } from '../secrets.js';
-import { revokeReplayedGrant } from '../tokens/access-token-records.js';
-import { REFRESH_TOKEN, type UserGrant } from '../tokens/user-tokens.js';
+import { revokeGrant, revokeReplayedGrant } from '../tokens/access-token-records.js';
+import { REFRESH_TOKEN } from '../tokens/user-tokens.js';
+import type { CheckedGrant } from './grant-commit.js';
 import { GrantReuseError } from './grant-reuse-error.js';
 
 /**
  * RFC 6749 §6 with rotation (RFC 9700 §4.14.2): every use returns a new refresh token and retires the
  * presented one. A retired token presented again means two parties hold the family: the whole family and
  * its access tokens are revoked, the legitimate holder's newest tokens included. Of two concurrent uses
- * exactly one wins (a conditional update); the other counts as reuse.
+ * exactly one wins (a conditional update in the grant's transaction, grant-commit.ts); the other counts
+ * as reuse.
  */
 export async function grantRefreshToken(
   db: Kysely<Database>,
   client: ClientRecord,
   params: Readonly<Record<string, string>>,
   now: number,
-): Promise<UserGrant> {
+): Promise<CheckedGrant> {
   if (!client.grantTypes.includes(REFRESH_TOKEN)) throw new OAuthError('unauthorized_client', 'The client may not use the refresh_token grant.');
   const presented = params.refresh_token;
   if (presented === undefined) throw new OAuthError('invalid_request', 'refresh_token is required.');
@@ -31,11 +32,7 @@ export async function grantRefreshToken(
   if (row.revokedAt !== null) throw new OAuthError('invalid_grant', 'The refresh token was revoked.');
   if (Date.parse(row.expiresAt) <= now) throw new OAuthError('invalid_grant', 'The refresh token has expired.');
   const nowIso = new Date(now).toISOString();
-  const replayed = async (): Promise<never> => {
-    await revokeReplayedGrant(db, row.familyId, nowIso);
-    throw new GrantReuseError(row.familyId, row.userId, 'The refresh token was already used; its family is revoked.');
-  };
-  if (row.rotatedAt !== null) await replayed();
+  if (row.rotatedAt !== null) await replayed(db, row, nowIso);
   // The family keeps its scopes; this access token may have fewer (§6: never more), and the client's
   // registration may have lost some since. Checked before rotating: a refused request does not use up the
   // token, or the client's next, correct request would count as a replay and end the family.
@@ -45,9 +42,6 @@ export async function grantRefreshToken(
     scopes = parseScope(params.scope);
     checkScopesAllowed(scopes, familyScopes, 'The refresh token');
   }
-  if (!(await rotateRefreshToken(db, tokenHash, nowIso))) await replayed();
-  const user = await findUserById(db, row.userId);
-  if (!user || !user.active) throw new OAuthError('invalid_grant', 'The user can no longer sign in.');
   return {
     client,
     userId: row.userId,
@@ -57,5 +51,25 @@ export async function grantRefreshToken(
     grantType: REFRESH_TOKEN,
     authTime: Math.floor(Date.parse(row.authTime) / 1000),
     nonce: null,
+    claim: async (trx, user) => {
+      if (!(await rotateRefreshToken(trx, tokenHash, nowIso))) {
+        // Revoked since it was read (the user signed out everywhere, say) is no reuse; rotated is.
+        const current = await findRefreshToken(trx, tokenHash);
+        if (current?.revokedAt != null && current.rotatedAt === null) return new OAuthError('invalid_grant', 'The refresh token was revoked.');
+        await revokeGrant(trx, row.familyId, nowIso);
+        return reuseError(row);
+      }
+      if (!user || !user.active) return new OAuthError('invalid_grant', 'The user can no longer sign in.');
+      return null;
+    },
   };
+}
+
+async function replayed(db: Kysely<Database>, row: RefreshTokenRow, nowIso: string): Promise<never> {
+  await revokeReplayedGrant(db, row.familyId, nowIso);
+  throw reuseError(row);
+}
+
+function reuseError(row: RefreshTokenRow): GrantReuseError {
+  return new GrantReuseError(row.familyId, row.userId, 'The refresh token was already used; its family is revoked.');
 }

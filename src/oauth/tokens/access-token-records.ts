@@ -1,6 +1,7 @@
 import type { Kysely, Selectable } from 'kysely';
 import type { AccessTokensTable, Database } from '../../storage/schema.js';
 import { recordInvalidation } from '../../storage/invalidations.js';
+import { lockClientForRevocation, lockUserForRevocation } from '../../storage/row-locks.js';
 
 /**
  * Rows of `access_tokens`: one per issued token of either format. JWTs are self-contained, but the row
@@ -48,18 +49,23 @@ export async function revokeGrant(db: Kysely<Database>, grantId: string, revoked
 }
 
 /**
- * Ends a grant whose code or refresh token was presented again. A concurrent request that won the same
- * code or token may still be writing its tokens, which the revocation would miss: the invalidation is
- * recorded first, on its own, so that either the winner finds it after writing (and revokes again) or the
- * revocation starts after the winner's tokens exist.
+ * Ends a grant whose refresh token was found used already. The winner stored its tokens in the same
+ * transaction that used the token (grants/grant-commit.ts), so they exist by now; the invalidation is still
+ * recorded first, on its own, so that a winner that finds it afterwards (token.ts) revokes again.
  */
 export async function revokeReplayedGrant(db: Kysely<Database>, grantId: string, revokedAt: string): Promise<void> {
   await recordInvalidation(db, 'grant', grantId);
   await db.transaction().execute((trx) => revokeGrant(trx, grantId, revokedAt));
 }
 
-/** Revokes every live token issued on a user's behalf (deactivation, deletion, password reset). */
+/**
+ * Revokes every live token issued on a user's behalf (deactivation, deletion, password reset). Pass the
+ * transaction that makes the change: it takes the user's lock first, so a grant in progress either
+ * commits before (and its tokens are revoked here) or runs after and finds its code or token ended
+ * (grants/grant-commit.ts).
+ */
 export async function revokeUserTokens(db: Kysely<Database>, userId: string, revokedAt: string): Promise<number> {
+  await lockUserForRevocation(db, userId);
   const result = await db
     .updateTable('accessTokens')
     .set({ revokedAt })
@@ -76,16 +82,25 @@ export async function revokeUserTokens(db: Kysely<Database>, userId: string, rev
   return Number(result.numUpdatedRows);
 }
 
-/** Revokes every live token issued to a client, its own and its users' (deletion, leaked secret). */
+/**
+ * Revokes every live token issued to a client, its own and its users' (deletion, leaked secret). Pass the
+ * transaction that makes the change: it locks the registration first, so the grants in progress finish
+ * before it and later ones find the registration changed (grants/grant-commit.ts).
+ */
 export async function revokeClientTokens(db: Kysely<Database>, clientId: string, revokedAt: string): Promise<number> {
+  await lockClientForRevocation(db, clientId);
   const result = await db.updateTable('accessTokens').set({ revokedAt }).where('clientId', '=', clientId).where('revokedAt', 'is', null).executeTakeFirst();
   await db.updateTable('refreshTokens').set({ revokedAt }).where('clientId', '=', clientId).where('revokedAt', 'is', null).execute();
   await recordInvalidation(db, 'client', clientId);
   return Number(result.numUpdatedRows);
 }
 
-/** Ends what a user granted one client registration: its access tokens and refresh families (consent withdrawn). */
+/**
+ * Ends what a user granted one client registration: its access tokens and refresh families (consent
+ * withdrawn). Under the user's lock, like revokeUserTokens.
+ */
 export async function revokeUserClientTokens(db: Kysely<Database>, userId: string, clientRegistrationId: string, revokedAt: string): Promise<void> {
+  await lockUserForRevocation(db, userId);
   await db
     .updateTable('accessTokens')
     .set({ revokedAt })

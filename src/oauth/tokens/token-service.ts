@@ -70,6 +70,16 @@ export class TokenService {
   }
 
   async issueAccessToken(input: IssueAccessTokenInput): Promise<IssuedAccessToken> {
+    const { issued, row } = await this.signAccessToken(input);
+    await insertAccessToken(this.#db.kysely, row);
+    return issued;
+  }
+
+  /**
+   * The token and the row that makes it valid, not yet stored: a user grant stores the row in the
+   * transaction that checks the grant (grants/grant-commit.ts), and signs before it begins.
+   */
+  async signAccessToken(input: IssueAccessTokenInput): Promise<{ issued: IssuedAccessToken; row: AccessTokenRow }> {
     const { client, subject, subjectType, grantType } = input;
     const scope = [...new Set(input.scopes)].join(' ');
     const expiresIn = clampAccessTokenTtl(client.accessTokenTtl);
@@ -87,7 +97,7 @@ export class TokenService {
       accessToken = generateSecret();
       tokenHash = digestSecret(accessToken);
     }
-    await insertAccessToken(this.#db.kysely, {
+    const row: AccessTokenRow = {
       jti,
       tokenHash,
       format: client.accessTokenFormat,
@@ -101,8 +111,8 @@ export class TokenService {
       expiresAt: toIso(exp),
       revokedAt: null,
       grantId: input.grantId ?? null,
-    });
-    return { accessToken, tokenType: 'Bearer', expiresIn, scope, jti };
+    };
+    return { issued: { accessToken, tokenType: 'Bearer', expiresIn, scope, jti }, row };
   }
 
   /** The token as verified before, while it is cached and unexpired; null means "call verifyAccessToken". */

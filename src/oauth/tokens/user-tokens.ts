@@ -1,10 +1,11 @@
 import type { Kysely } from 'kysely';
 import type { ClientRecord } from '../../storage/clients.js';
-import { insertRefreshToken } from '../../storage/refresh-tokens.js';
+import { insertRefreshToken, type RefreshTokenRow } from '../../storage/refresh-tokens.js';
 import type { Database } from '../../storage/schema.js';
 import type { KeyStore } from '../keys/key-store.js';
 import { digestSecret, generateSecret } from '../secrets.js';
 import { signIdToken } from './id-token.js';
+import { insertAccessToken, type AccessTokenRow } from './access-token-records.js';
 import type { IssuedAccessToken, TokenService } from './token-service.js';
 
 export const REFRESH_TOKEN = 'refresh_token';
@@ -54,10 +55,19 @@ export function isBrowserBasedClient(client: { type: string; redirectUris: reado
   return client.type === 'public' && client.redirectUris.some((uri) => uri.startsWith('https:'));
 }
 
-/** The access token, the refresh token when the client may have one, and the ID token when `openid` was granted. */
-export async function issueUserTokens(deps: UserTokenDeps, grant: UserGrant): Promise<UserTokens> {
+/** The rows that make a grant's tokens valid; stored by `insertUserTokenRows` in the grant's transaction. */
+export interface UserTokenRows {
+  access: AccessTokenRow;
+  refresh: RefreshTokenRow | null;
+}
+
+/**
+ * The access token, the refresh token when the client may have one, and the ID token when `openid` was
+ * granted, signed but not yet valid: their rows are stored by the transaction that checks the grant.
+ */
+export async function signUserTokens(deps: UserTokenDeps, grant: UserGrant): Promise<{ tokens: UserTokens; rows: UserTokenRows }> {
   const { client } = grant;
-  const access = await deps.tokens.issueAccessToken({
+  const { issued: access, row: accessRow } = await deps.tokens.signAccessToken({
     client,
     subject: grant.userId,
     subjectType: 'user',
@@ -68,9 +78,10 @@ export async function issueUserTokens(deps: UserTokenDeps, grant: UserGrant): Pr
   const now = Math.floor((deps.clock ?? Date.now)() / 1000);
   const refreshScopes = grant.refreshScopes ?? grant.scopes;
   let refreshToken: string | null = null;
+  let refreshRow: RefreshTokenRow | null = null;
   if (mayIssueRefreshToken(client, refreshScopes)) {
     refreshToken = generateSecret();
-    await insertRefreshToken(deps.db, {
+    refreshRow = {
       tokenHash: digestSecret(refreshToken),
       familyId: grant.grantId,
       clientId: client.clientId,
@@ -82,7 +93,7 @@ export async function issueUserTokens(deps: UserTokenDeps, grant: UserGrant): Pr
       expiresAt: new Date((now + deps.refreshTokenTtl) * 1000).toISOString(),
       rotatedAt: null,
       revokedAt: null,
-    });
+    };
   }
   let idToken: string | null = null;
   if (grant.scopes.includes('openid')) {
@@ -101,5 +112,10 @@ export async function issueUserTokens(deps: UserTokenDeps, grant: UserGrant): Pr
       key,
     );
   }
-  return { access, refreshToken, idToken };
+  return { tokens: { access, refreshToken, idToken }, rows: { access: accessRow, refresh: refreshRow } };
+}
+
+export async function insertUserTokenRows(db: Kysely<Database>, rows: UserTokenRows): Promise<void> {
+  await insertAccessToken(db, rows.access);
+  if (rows.refresh !== null) await insertRefreshToken(db, rows.refresh);
 }

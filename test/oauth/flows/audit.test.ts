@@ -49,7 +49,7 @@ describe.each(DATABASE_KINDS)('audit records of sign-in on %s', (kind) => {
     secrets.push(challenge.verifier);
 
     // An invalid scope is refused before anyone signs in.
-    expectErrorRedirect(await browser.get(authorizeUrl(web, { scope: 'read:users' })), issuer, 'invalid_scope', 'The client may not request: read:users.');
+    expectErrorRedirect(await browser.get(authorizeUrl(web, { scope: 'read:users' })), issuer, 'invalid_scope', 'The application asked for access it is not registered for.');
     const loginPage = await browser.visit(authorizeUrl(web, { scope: 'openid offline_access read:posts write:posts', pkce: challenge }));
     const form = hiddenInputs(loginPage.body);
     secrets.push(form.interaction!, form.csrf_token!);

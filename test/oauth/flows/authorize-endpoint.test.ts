@@ -166,7 +166,7 @@ describe.each(DATABASE_KINDS)('GET /oauth/authorize on %s', (kind) => {
 
     it('refuses a scope the client may not request, and records the refusal', async () => {
       const reply = await visit(authorizeUrl(web, { scope: 'read:posts read:users' }));
-      expectErrorRedirect(reply, t.config.issuer, 'invalid_scope', 'The client may not request: read:users.');
+      expectErrorRedirect(reply, t.config.issuer, 'invalid_scope', 'The application asked for access it is not registered for.');
       expect(t.oauth.decisions.at(-1)).toEqual({
         requestId: expect.any(String),
         sourceAddress: '127.0.0.1',
@@ -179,6 +179,15 @@ describe.each(DATABASE_KINDS)('GET /oauth/authorize on %s', (kind) => {
         decision: 'deny',
         reason: 'scope',
       });
+    });
+
+    it('never echoes a refused scope in the redirect, where the application may show the text to its user', async () => {
+      const phishing = 'openid Your-session-expired.Re-enter-your-password-at:https://evil.example/login';
+      const reply = await visit(authorizeUrl(web, { scope: phishing }));
+      expectErrorRedirect(reply, t.config.issuer, 'invalid_scope', 'The application asked for access it is not registered for.');
+      expect(String(reply.headers.location)).not.toContain('evil.example');
+      // The token and device endpoints still name the refused scopes: only the authenticated client reads them
+      // (refresh-token.test.ts, device-flow.test.ts).
     });
 
     it('refuses a missing scope and a malformed one', async () => {

@@ -13,6 +13,7 @@ import { answerConsent, authorizeUrl, codeOf, createUser, createWebClient, openF
 
 const BINDING = '__Host-portcullis-browser';
 const SESSION = '__Host-portcullis-session';
+const KNOWN_DEVICE = '__Host-portcullis-device';
 
 function setCookieNames(reply: Reply): string[] {
   const header = reply.headers['set-cookie'];
@@ -86,8 +87,8 @@ describe.each(DATABASE_KINDS)('the browser-binding cookie on %s', (kind) => {
     const consentPage = await signIn(browser, loginPage, user.email);
     expectPage(consentPage, 'consent');
     for (const url of ['/oauth/account', '/oauth/device', authorizeUrl(web), '/oauth/login', '/oauth/logout']) await browser.visit(url);
-    // The sign-in set the session cookie, and nothing else was set since.
-    expect(browser.setCookies.slice(before).map((line) => line.slice(0, line.indexOf('=')))).toEqual([SESSION]);
+    // The sign-in set the session cookie and the known-device cookie, and nothing else was set since.
+    expect(browser.setCookies.slice(before).map((line) => line.slice(0, line.indexOf('=')))).toEqual([SESSION, KNOWN_DEVICE]);
     // The consent form rendered before those visits still verifies.
     codeOf(await answerConsent(browser, consentPage), t.config.issuer);
   });

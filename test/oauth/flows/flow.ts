@@ -8,7 +8,7 @@ import { newId, nowIso } from '../../../src/storage/ids.js';
 import { insertUser, type UserRecord } from '../../../src/storage/users.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/databases.js';
 import { createClient, makeConfig, type TestClient } from '../fixtures.js';
-import { basic, buildOAuthApp, form, FORM, type OAuthApp } from '../oauth-app.js';
+import { basic, buildOAuthApp, form, FORM, SCOPES, type OAuthApp, type OAuthSeams } from '../oauth-app.js';
 import { Browser, expectPage, hiddenInputs, offeredScopes, type Reply } from './browser.js';
 
 export const PASSWORD = 'correct horse battery staple';
@@ -32,10 +32,10 @@ export interface FlowApp {
 }
 
 /** A fresh database and a real Fastify instance with the OAuth routes; `env` overrides the configuration. */
-export async function openFlowApp(kind: 'sqlite' | 'postgres', env: Record<string, string> = {}): Promise<FlowApp> {
+export async function openFlowApp(kind: 'sqlite' | 'postgres', env: Record<string, string> = {}, seams: OAuthSeams = {}): Promise<FlowApp> {
   const database = await createTestDatabase(kind);
   const config = makeConfig(env);
-  const oauth = await buildOAuthApp(database.db, config);
+  const oauth = await buildOAuthApp(database.db, config, SCOPES, seams);
   return {
     database,
     db: database.db,
