@@ -5,7 +5,8 @@ import { randomUUID } from 'node:crypto';
 import { policy } from '../generated/policy.js';
 import { routes } from '../generated/routes.js';
 import { bootstrapIfEmpty, type BootstrapResult } from './bootstrap/first-start.js';
-import type { Config } from './config/config.js';
+import { developmentDefaultWarning, type Config } from './config/config.js';
+import { renderOAuthError } from './errors/oauth-renderer.js';
 import { ApiError } from './errors/registry.js';
 import { capConnectionsPerAddress, clientErrorHandler, rawErrorResponse } from './http/connection-guard.js';
 import { Cors, isPreflight, preflightRefusal } from './http/cors.js';
@@ -13,6 +14,7 @@ import { trustProxyOption } from './http/trust-proxy.js';
 import { RateLimiter, rateLimitHeaders } from './limits/rate-limit.js';
 import { SignInThrottle } from './limits/sign-in-throttle.js';
 import { KeyStore } from './oauth/keys/key-store.js';
+import { oauthMethodNotAllowed } from './oauth/endpoints/wrong-method.js';
 import { registerOAuth } from './oauth/routes.js';
 import { InvalidationFeed } from './oauth/tokens/invalidation-feed.js';
 import type { InvalidationKind } from './storage/invalidations.js';
@@ -146,7 +148,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     capConnectionsPerAddress(fastify.server, config.http.maxConnectionsPerAddress, security);
   }
   for (const name of config.developmentDefaults) {
-    fastify.log.warn(`${name} is not set: using a development-only default (refused when NODE_ENV=production)`);
+    fastify.log.warn(developmentDefaultWarning(config, name));
   }
 
   const db =
@@ -284,10 +286,16 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     // Probing for paths counts against the caller's address like any anonymous request.
     const limit = await limiter.anonymous.consume(request.ip);
     reply.headers(rateLimitHeaders(limit));
-    const allow = allowedMethods.for(request.url.split('?', 1)[0]!);
+    const urlPath = request.url.split('?', 1)[0]!;
+    const allow = allowedMethods.for(urlPath);
     // No route has OPTIONS: a CORS preflight lands here, spending the address's anonymous budget only.
     const preflight = limit.allowed && cors ? cors.preflight(request, allow) : null;
     if (preflight) return reply.code(204).headers(preflight).send();
+    const oauthError = limit.allowed && !isPreflight(request) ? oauthMethodNotAllowed(urlPath, allow) : null;
+    if (oauthError) {
+      const rendered = renderOAuthError(oauthError);
+      return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
+    }
     const error = !limit.allowed
       ? new ApiError('RATE_LIMITED', `Too many requests; retry in ${limit.resetSeconds} s.`, { headers: { 'retry-after': String(limit.resetSeconds) } })
       : allow.length > 0 && isPreflight(request)

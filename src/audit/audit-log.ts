@@ -51,7 +51,7 @@ export class AuditLog {
     if (decision.decision === 'deny' && decision.subject === null) {
       this.#failures.add(decision, now);
       if (!this.#failureWindow) {
-        this.#failureWindow = setTimeout(() => this.#closeFailureWindow(), this.options.failureWindowMs);
+        this.#failureWindow = setTimeout(() => this.closeFailureWindow(), this.options.failureWindowMs);
         this.#failureWindow.unref();
       }
       return;
@@ -85,8 +85,12 @@ export class AuditLog {
     else this.#timer ??= setTimeout(() => void this.flush(), this.options.flushMs);
   }
 
-  /** The window's refused credentials become one event per address (and interface and operation). */
-  #closeFailureWindow(): void {
+  /**
+   * Ends the current window now: its refused credentials become one event per address (and interface and
+   * operation), and the next refusal opens a new window. Runs at the window's end and on close; a caller
+   * that must know which refusals share a window (a test under load) ends it itself.
+   */
+  closeFailureWindow(): void {
     if (this.#failureWindow) clearTimeout(this.#failureWindow);
     this.#failureWindow = null;
     for (const event of this.#failures.drain(Date.now())) this.#append(event);
@@ -118,7 +122,7 @@ export class AuditLog {
   }
 
   async close(): Promise<void> {
-    this.#closeFailureWindow();
+    this.closeFailureWindow();
     await this.flush();
     if (this.#pending.length > 0) await this.flush();
     if (this.#timer) clearTimeout(this.#timer);

@@ -2,7 +2,8 @@ import type { Kysely } from 'kysely';
 import type { components } from '../../generated/openapi.js';
 import { policy } from '../../generated/policy.js';
 import { isApiError } from '../errors/registry.js';
-import { SERVED_GRANT_TYPES } from '../oauth/grant-types.js';
+import { DEVICE_CODE } from '../oauth/device/device-authorization.js';
+import { SERVED_GRANT_TYPES, type ServedGrantType } from '../oauth/grant-types.js';
 import { digestSecret, generateSecret } from '../oauth/secrets.js';
 import { revokeClientTokens } from '../oauth/tokens/access-token-records.js';
 import { checkClientSettings } from '../operations/client-settings.js';
@@ -34,6 +35,17 @@ const CLIENT_OPTIONS = {
   legacy: 'legacy',
 } as const;
 
+/**
+ * `--grant device_code` for RFC 8628's `urn:ietf:params:oauth:grant-type:device_code`: the URN is the
+ * grant's name everywhere else (the contract's GrantType, the REST API, the token endpoint), typed in full
+ * here it is only a chance to mistype it.
+ */
+const GRANT_SHORT_FORMS: Readonly<Record<string, ServedGrantType>> = { device_code: DEVICE_CODE };
+
+function expandGrantTypes(values: unknown): unknown {
+  return Array.isArray(values) ? values.map((value) => (typeof value === 'string' ? (GRANT_SHORT_FORMS[value] ?? value) : value)) : values;
+}
+
 /** The contract's ClientCreate after validation, which fills in every default (clientId and role stay optional). */
 type ClientCreate = components['schemas']['ClientCreate'];
 type ClientCreateBody = Required<Omit<ClientCreate, 'clientId' | 'role'>> & Pick<ClientCreate, 'clientId' | 'role'>;
@@ -57,7 +69,7 @@ function checkClientOptions(options: Record<string, unknown>): ClientCreateBody 
     {
       name: options.name,
       type: options.type,
-      grantTypes: options.grant,
+      grantTypes: expandGrantTypes(options.grant),
       scopes: options.scope,
       redirectUris: options['redirect-uri'] ?? [],
       ...(options.role !== undefined ? { role: options.role } : {}),
@@ -86,7 +98,13 @@ const createClientCommand: Command = {
   options: {
     name: { type: 'string', value: 'NAME', required: true, description: 'display name' },
     type: { type: 'string', value: 'TYPE', required: true, description: 'confidential or public' },
-    grant: { type: 'string', value: 'GRANT', multiple: true, required: true, description: `grant type: ${SERVED_GRANT_TYPES.join(', ')}` },
+    grant: {
+      type: 'string',
+      value: 'GRANT',
+      multiple: true,
+      required: true,
+      description: `grant type: ${SERVED_GRANT_TYPES.map((grant) => (grant === DEVICE_CODE ? `${DEVICE_CODE} (or device_code)` : grant)).join(', ')}`,
+    },
     scope: { type: 'string', value: 'SCOPE', multiple: true, required: true, description: 'a scope the client may request' },
     role: { type: 'string', value: 'ROLE', description: 'role of its client-credentials tokens (with client_credentials only, and then required)' },
     'redirect-uri': { type: 'string', value: 'URI', multiple: true, description: 'exact redirect URI (authorization_code)' },

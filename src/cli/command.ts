@@ -30,8 +30,9 @@ export interface Command {
   /** Required positionals, named for the usage line, e.g. `<client_id>`. */
   positionals?: readonly string[];
   options: Readonly<Record<string, OptionSpec>>;
-  /** Set by `migrate`, which applies migrations itself and reports them; every other command gets a
-   * database already migrated to the latest schema. */
+  /** Set by `migrate`, which applies migrations itself and reports them, and creates the SQLite file when
+   * DATA_DIR has none; every other command needs an existing database, already migrated for it to the
+   * latest schema. */
   managesSchema?: boolean;
   /** Runs with an open, migrated database; returns the exit code. */
   run(input: CommandInput, context: CommandContext): Promise<number>;

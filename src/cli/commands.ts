@@ -9,9 +9,9 @@ import { usersGroup } from './users.js';
  * Every command of the CLI, in the order help lists them. A group named '' holds top-level commands.
  *
  *   users    create | list | deactivate
- *   clients  create | list | rotate-secret | delete
+ *   clients  create | list | show | rotate-secret | delete
  *   keys     list | rotate
- *   audit    verify | tail
+ *   audit    verify | checkpoint | archive | tail
  *   migrate
  */
 export const COMMAND_GROUPS: readonly CommandGroup[] = [

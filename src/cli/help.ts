@@ -35,6 +35,7 @@ export function formatTopHelp(groups: readonly CommandGroup[]): string {
     '',
     'Operator commands for Portcullis. They work on the database the server uses (DATA_DIR, or',
     'DATABASE_URL for PostgreSQL) and apply pending migrations first, as the server does at start.',
+    "Only 'migrate' creates a database: the others refuse a DATA_DIR without one (exit 78).",
     '',
     'Commands:',
     ...formatColumns(rows),

@@ -6,7 +6,7 @@ import { writeLine } from './output.js';
 /** `portcullis migrate` (also `npm run migrate`): applies pending migrations and names them. */
 export const migrateCommand: Command = {
   name: 'migrate',
-  summary: 'Apply pending database migrations',
+  summary: 'Apply pending database migrations (creates the SQLite database when DATA_DIR has none)',
   options: {},
   managesSchema: true,
   async run(_input, { db }) {

@@ -1,4 +1,5 @@
-import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError } from './cli-errors.js';
+import { ConfigError } from '../config/config.js';
+import { EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError } from './cli-errors.js';
 import type { Command, CommandGroup } from './command.js';
 import { COMMAND_GROUPS } from './commands.js';
 import { formatCommandHelp, formatGroupHelp, formatTopHelp, helpHint } from './help.js';
@@ -53,11 +54,17 @@ export async function runCli(argv: readonly string[], groups: readonly CommandGr
       process.stdout.write(`${formatCommandHelp(group, command)}\n`);
       return EXIT_OK;
     }
-    return await withDatabase({ migrate: !command.managesSchema }, (context) => command.run(parsed.input, context));
+    const schema = command.managesSchema === true;
+    return await withDatabase({ migrate: !schema, create: schema }, (context) => command.run(parsed.input, context));
   } catch (error) {
     if (error instanceof UsageError) {
       process.stderr.write(`error: ${error.message}\n${helpHint(error.helpFor ?? path)}\n`);
       return EXIT_USAGE;
+    }
+    // The same report as an invalid setting (loadConfigOrExit): the operator fixes the environment.
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      return EXIT_CONFIG;
     }
     // The message only: a stack trace or a driver error's detail could carry values (SQL parameters,
     // connection strings) that do not belong on an operator's terminal or in CI logs.

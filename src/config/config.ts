@@ -228,7 +228,7 @@ export function loadConfig(env: Env = process.env): Config {
   const host = readString(env, 'HOST') ?? '127.0.0.1';
   let issuer = readUrl(env, 'ISSUER', ['http:', 'https:'], problems);
   if (issuer === null) {
-    issuer = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+    issuer = defaultIssuer(host, port);
     developmentDefaults.push('ISSUER');
   } else {
     issuer = issuer.replace(/\/+$/, '');
@@ -308,6 +308,24 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (problems.list.length > 0) throw new ConfigError(problems.list);
   return deepFreeze(config);
+}
+
+/**
+ * The development issuer: the listening address, except that a wildcard address (every interface) is no
+ * URL a client can use, so the loopback address of its family stands in for it.
+ */
+function defaultIssuer(host: string, port: number): string {
+  const bare = host.replace(/^\[(.*)\]$/, '$1');
+  let address = bare;
+  if (bare === '0.0.0.0') address = '127.0.0.1';
+  else if (isIP(bare) === 6 && /^[0:]+$/.test(bare)) address = '::1';
+  return `http://${address.includes(':') ? `[${address}]` : address}:${port}`;
+}
+
+/** The start-up warning for a development default in use; the issuer's names the URL it chose. */
+export function developmentDefaultWarning(config: Config, name: string): string {
+  if (name === 'ISSUER') return `ISSUER is not set: using ${config.issuer}, development only; set ISSUER to the URL clients use`;
+  return `${name} is not set: using a development-only default (refused when NODE_ENV=production)`;
 }
 
 function deepFreeze<T>(value: T): T {

@@ -47,7 +47,7 @@ export async function authenticateClient(findClient: FindClient, request: Client
     if (params.client_id === undefined) throw new OAuthError('invalid_request', 'client_id is required with client_secret.');
     return { client: await verifyClientSecret(findClient, params.client_id, params.client_secret), method: 'client_secret_post' };
   }
-  if (params.client_id === undefined) throw rejectClient('Client authentication is required.');
+  if (params.client_id === undefined) throw rejectClient('client_id is required (a public client sends it in the body; a confidential client authenticates with HTTP Basic).');
   const found = await findClient(params.client_id);
   if (!found) throw rejectClient('Client authentication failed.');
   if (found.type !== 'public') throw rejectClient('Client authentication is required.');

@@ -109,7 +109,8 @@ export async function registerOAuth(app: FastifyInstance, deps: OAuthDeps): Prom
         const rendered = renderOAuthError(error);
         if (rendered.status >= 500 && rendered.status !== 503) request.log.error({ err: error }, 'OAuth page failed');
         const unavailable = rendered.status === 503;
-        return sendPage(reply, errorPage(rendered.status, unavailable ? 'Temporarily unavailable' : 'Something went wrong', unavailable ? 'The service is temporarily unavailable. Try again in a moment.' : 'The server could not complete the request. Try again.'));
+        if (unavailable) return sendPage(reply, errorPage(503, 'Temporarily unavailable', 'The service is temporarily unavailable.', 'Try again in a moment.'));
+        return sendPage(reply, errorPage(rendered.status, 'Something went wrong', 'The server could not complete the request.'));
       });
       const pageDeps = pagesDeps(deps);
       // The authorization request answers a repeated parameter itself: by redirect to the client when its

@@ -3,6 +3,12 @@ import { OAuthError } from './oauth-error.js';
 /** RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ), tokens separated by single spaces. */
 const SCOPE = /^[\x21\x23-\x5b\x5d-\x7e]+( [\x21\x23-\x5b\x5d-\x7e]+)*$/;
 
+/**
+ * A user grant names its scopes (the authorization and device authorization endpoints): no default set
+ * stands in for a missing parameter (RFC 6749 §3.3 lets the server choose; this one asks the client to).
+ */
+export const SCOPE_REQUIRED = 'scope is required: request the scopes the application needs.';
+
 /** The scope parameter as a set of distinct scopes, in the order given; refuses what RFC 6749 §3.3 does not allow. */
 export function parseScope(value: string): string[] {
   if (value.length > 2048 || !SCOPE.test(value)) throw new OAuthError('invalid_scope', 'The scope parameter is malformed.');

@@ -37,14 +37,23 @@ export interface DbOptions {
 const CHECKPOINT_INTERVAL_MS = 1000;
 const JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024;
 
+/** The embedded database's file under DATA_DIR. */
+export function sqliteFileIn(dataDir: string): string {
+  return path.join(dataDir, 'portcullis.db');
+}
+
 export async function openDb(options: DbOptions): Promise<Db> {
   if (options.databaseUrl) {
     const pg = await import('pg');
     // Numeric columns (bigserial) come back as strings by default; audit sequence numbers fit in a double.
     pg.default.types.setTypeParser(20, (v: string) => Number(v));
     const pool = new pg.default.Pool({ connectionString: options.databaseUrl, max: 10, connectionTimeoutMillis: 5000 });
-    // An idle client's connection error must not crash the process; the next query reports it.
+    // A connection the server cuts (an administrator, a failover, a restart) emits `error`, and an `error`
+    // event without a listener ends the process. The pool listens on its idle clients only; a client that a
+    // transaction holds between two statements needs its own listener, for its whole life. Either way the
+    // statement that needed the connection fails (and reports it), and the pool drops the broken client.
     pool.on('error', () => {});
+    pool.on('connect', (client) => client.on('error', () => {}));
     const kysely = new Kysely<Database>({
       dialect: new PostgresDialect({ pool }),
       plugins: [new CamelCasePlugin()],
@@ -63,7 +72,7 @@ export async function openDb(options: DbOptions): Promise<Db> {
   let file = options.sqliteFile;
   if (!file) {
     fs.mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
-    file = path.join(options.dataDir, 'portcullis.db');
+    file = sqliteFileIn(options.dataDir);
   }
   const database = new SQLite(file);
   database.pragma('journal_mode = WAL');

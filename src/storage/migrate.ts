@@ -7,6 +7,7 @@ import { emailCaseInsensitive } from './migrations/004-email-case-insensitive.js
 import { tokenBindingAndInvalidations } from './migrations/005-token-binding-and-invalidations.js';
 import { auditAggregatesAndCheckpoints } from './migrations/006-audit-aggregates-checkpoints.js';
 import { userSignIn } from './migrations/007-user-sign-in.js';
+import { authorizationCodeOutcome } from './migrations/008-authorization-code-outcome.js';
 
 /** The ordered migration set. Names sort in application order; never rename or edit a shipped one. */
 function migrationsFor(db: Db): Record<string, Migration> {
@@ -18,6 +19,7 @@ function migrationsFor(db: Db): Record<string, Migration> {
     '005-token-binding-and-invalidations': tokenBindingAndInvalidations(db.dialect),
     '006-audit-aggregates-checkpoints': auditAggregatesAndCheckpoints(db.dialect),
     '007-user-sign-in': userSignIn(db.dialect),
+    '008-authorization-code-outcome': authorizationCodeOutcome,
   };
 }
 

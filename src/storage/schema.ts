@@ -132,7 +132,12 @@ export interface AuthorizationCodesTable {
   issuedAt: string;
   expiresAt: string;
   redeemedAt: string | null;
+  /** Set with `redeemedAt`: what ended the code (null on codes redeemed before migration 008: `issued`). */
+  outcome: AuthorizationCodeOutcome | null;
 }
+
+/** Tokens were issued for the code; the exchange presenting it was refused; the user's grants were ended first. */
+export type AuthorizationCodeOutcome = 'issued' | 'refused' | 'withdrawn';
 
 export interface RefreshTokensTable {
   tokenHash: string;

@@ -30,7 +30,9 @@ describe('aggregating refused credentials', () => {
 describe.each(DATABASE_KINDS)('refused credentials in the audit log on %s', (kind) => {
   let t: TestApp;
   beforeAll(async () => {
-    t = await startTestApp(kind, { AUDIT_FAILURE_WINDOW: '1', RATE_LIMIT_ANONYMOUS_MAX: '100000', RATE_LIMIT_ADDRESS_MAX: '100000' });
+    // The longest window: the test ends it itself (closeFailureWindow), so however slow the machine, every
+    // refusal it sends falls into one window.
+    t = await startTestApp(kind, { AUDIT_FAILURE_WINDOW: '3600', RATE_LIMIT_ANONYMOUS_MAX: '100000', RATE_LIMIT_ADDRESS_MAX: '100000' });
   });
   afterAll(() => t?.close());
 
@@ -89,7 +91,11 @@ describe.each(DATABASE_KINDS)('refused credentials in the audit log on %s', (kin
     expect((await t.request({ url: '/v1/posts', token: admin })).statusCode).toBe(200);
     expect((await t.request({ url: '/v1/posts/nope', token: admin })).statusCode).toBe(404);
 
-    await new Promise((resolve) => setTimeout(resolve, 1300));
+    // Nothing of the window is written before it ends.
+    await t.app.audit.flush();
+    const open = await t.database.db.kysely.selectFrom('auditEvents').select('count').where('seq', '>', before).execute();
+    expect(open.filter((row) => row.count !== null)).toEqual([]);
+    t.app.audit.closeFailureWindow();
     await t.app.audit.flush();
     const rows = await t.database.db.kysely.selectFrom('auditEvents').selectAll().where('seq', '>', before).orderBy('seq').execute();
     const aggregated = rows.filter((row) => row.count !== null);
@@ -125,5 +131,31 @@ describe.each(DATABASE_KINDS)('refused credentials in the audit log on %s', (kin
     expect(listed.json().data).toContainEqual(
       expect.objectContaining({ operation: 'token', reason: 'authentication', count: 7, sourceAddress: '198.51.100.1', firstSeen: expect.any(String), lastSeen: expect.any(String) }),
     );
+  });
+
+  it('writes the window at its end on its own, and the next refusal opens a new window', async () => {
+    const short = await startTestApp(kind, { AUDIT_FAILURE_WINDOW: '1' });
+    try {
+      const aggregatedRows = () =>
+        short.database.db.kysely.selectFrom('auditEvents').select(['sourceAddress', 'count', 'operation']).where('count', 'is not', null).orderBy('seq').execute();
+      const refuse = async (address: string) =>
+        expect((await short.app.fastify.inject({ url: '/v1/posts', remoteAddress: address, headers: { authorization: 'Bearer forged.x.y' } })).statusCode).toBe(401);
+      await refuse('198.51.100.7');
+      // One refusal cannot be split; its window ends a second later without anyone asking.
+      for (let i = 0; i < 100 && (await aggregatedRows()).length === 0; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        await short.app.audit.flush();
+      }
+      expect(await aggregatedRows()).toEqual([{ sourceAddress: '198.51.100.7', count: 1, operation: 'listPosts' }]);
+      await refuse('198.51.100.8');
+      short.app.audit.closeFailureWindow();
+      await short.app.audit.flush();
+      expect(await aggregatedRows()).toEqual([
+        { sourceAddress: '198.51.100.7', count: 1, operation: 'listPosts' },
+        { sourceAddress: '198.51.100.8', count: 1, operation: 'listPosts' },
+      ]);
+    } finally {
+      await short.close();
+    }
   });
 });

@@ -14,10 +14,14 @@ const pkg = JSON.parse(fs.readFileSync(path.join(REPO_ROOT, 'package.json'), 'ut
   devDependencies: Record<string, string>;
 };
 
-/** Runs `args` under a module hook that reports every TypeScript file Node is asked to load. */
-function runWatchingForTypeScript(args: string[]) {
+/**
+ * Runs `args` under a module hook that reports every TypeScript file Node is asked to load, with DATA_DIR a
+ * fresh directory (`prepare` runs first in it: the CLI needs a database there).
+ */
+function runWatchingForTypeScript(args: string[], prepare?: (env: NodeJS.ProcessEnv) => void) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'portcullis-hook-'));
   try {
+    prepare?.({ PATH: process.env.PATH ?? '', NODE_ENV: 'test', DATA_DIR: dir });
     fs.writeFileSync(
       path.join(dir, 'hooks.mjs'),
       "export async function load(url, context, next) { if (/\\.(c|m)?tsx?$/.test(new URL(url).pathname)) process.stderr.write(`loaded TypeScript: ${url}\\n`); return next(url, context); }\n",
@@ -46,7 +50,11 @@ describe('compiled JavaScript for operators', () => {
   });
 
   it('runs a CLI command without loading a single TypeScript file', () => {
-    const result = runWatchingForTypeScript(['bin/portcullis.js', 'users', 'list', '--json']);
+    const migrate = (env: NodeJS.ProcessEnv) => {
+      const migrated = spawnSync(process.execPath, ['bin/portcullis.js', 'migrate'], { cwd: REPO_ROOT, encoding: 'utf8', env, timeout: 30_000 });
+      expect(migrated.status, migrated.stderr).toBe(0);
+    };
+    const result = runWatchingForTypeScript(['bin/portcullis.js', 'users', 'list', '--json'], migrate);
     expect(result.stderr).toBe('');
     expect({ status: result.status, stdout: result.stdout }).toEqual({ status: 0, stdout: '[]\n' });
   });

@@ -132,6 +132,22 @@ describe.each(DATABASE_KINDS)('portcullis clients on %s', { timeout: CLI_TEST_TI
     expect(await t.db.kysely.selectFrom('clients').select('clientId').execute()).toEqual([]);
   });
 
+  it('takes device_code as the short form of the device code grant\'s URN, and stores the URN', async () => {
+    const created = await runCli(['clients', 'create', '--name', 'TV', '--type', 'public', '--scope', 'read:posts', '--client-id', 'tv', '--grant', 'device_code', '--grant', 'refresh_token', '--json'], t.env);
+    expect(created).toMatchObject({ code: 0, stderr: '' });
+    expect(JSON.parse(created.stdout)).toMatchObject({ clientId: 'tv', type: 'public', grantTypes: ['urn:ietf:params:oauth:grant-type:device_code', 'refresh_token'] });
+    expect((await clientRow('tv'))?.grantTypes).toBe('["urn:ietf:params:oauth:grant-type:device_code","refresh_token"]');
+    const help = await runCli(['clients', 'create', '--help'], t.env);
+    expect(help.stdout).toContain('grant type: authorization_code, refresh_token, client_credentials, urn:ietf:params:oauth:grant-type:device_code (or device_code), password (repeatable)');
+    // Only that one short form: other spellings are refused with the list of grant types.
+    const wrong = await runCli(['clients', 'create', '--name', 'TV', '--type', 'public', '--scope', 'read:posts', '--grant', 'device'], t.env);
+    expect(wrong).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: "error: --grant #1: must be one of authorization_code, refresh_token, client_credentials, urn:ietf:params:oauth:grant-type:device_code, password\nRun 'portcullis clients create --help' for usage.\n",
+    });
+  });
+
   it('registers native, device-only and user-facing clients without a role; list and show print the new fields', async () => {
     const native = await runCli(
       [

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { COMMAND_GROUPS } from '../../src/cli/commands.js';
 import { DATABASE_KINDS } from '../helpers/databases.js';
 import { CLI_TEST_TIMEOUT, openCliDatabase, REPO_ROOT, runCli, startCli, type CliDatabase } from './cli-process.js';
 
@@ -78,12 +79,68 @@ describe('portcullis command line', { timeout: CLI_TEST_TIMEOUT }, () => {
     expect(fs.existsSync(env.DATA_DIR)).toBe(false);
   });
 
+  it('refuses a DATA_DIR without a database with exit 78, naming the file and the fix, and creates nothing', async () => {
+    const env = emptyDataDir();
+    const file = path.join(env.DATA_DIR, 'portcullis.db');
+    const stderr =
+      'Invalid configuration:\n' +
+      `  - DATA_DIR: there is no database at ${file}; set DATA_DIR to the server's data directory (or DATABASE_URL for PostgreSQL), or run 'portcullis migrate' to create a new database there\n`;
+    const commands = [
+      ['users', 'list'],
+      ['users', 'create', '--email', 'a@example.com', '--name', 'A', '--role', 'member'],
+      ['clients', 'list'],
+      ['keys', 'rotate'],
+      ['audit', 'verify'],
+    ];
+    for (const args of commands) {
+      expect({ args, result: await runCli(args, env) }).toEqual({ args, result: { code: 78, stdout: '', stderr } });
+    }
+    expect(fs.existsSync(env.DATA_DIR)).toBe(false);
+    // An existing directory without the file is refused the same way, and stays empty.
+    fs.mkdirSync(env.DATA_DIR);
+    expect(await runCli(['users', 'list'], env)).toEqual({ code: 78, stdout: '', stderr });
+    expect(fs.readdirSync(env.DATA_DIR)).toEqual([]);
+  });
+
+  it('migrate creates the database in a new DATA_DIR; the other commands then work on it', async () => {
+    const env = emptyDataDir();
+    const migrated = await runCli(['migrate'], env);
+    expect(migrated).toMatchObject({ code: 0, stderr: '' });
+    expect(migrated.stdout).toMatch(/^sqlite: applied 001-initial(, [\w-]+)+\n$/);
+    expect(fs.existsSync(path.join(env.DATA_DIR, 'portcullis.db'))).toBe(true);
+    expect(await runCli(['users', 'list'], env)).toEqual({ code: 0, stdout: '(none)\n', stderr: '' });
+  });
+
   it('bin/portcullis.js works from another working directory', async () => {
     const cli = startCli(['--help'], emptyDataDir(), [path.join(REPO_ROOT, 'bin/portcullis.js')], os.tmpdir());
     const result = await cli.result;
     expect(result.code).toBe(0);
     expect(result.stderr).toBe('');
     expect(result.stdout).toMatch(/^Usage: portcullis <command> \[options\]\n/);
+  });
+});
+
+describe('the README\'s command summary', () => {
+  const readme = fs.readFileSync(path.join(REPO_ROOT, 'README.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('## Operate it'));
+  const block = section.slice(section.indexOf('```\n') + 4, section.indexOf('\n```', section.indexOf('```\n') + 4));
+  const paths = COMMAND_GROUPS.flatMap((group) => group.commands.map((command) => ({ group, command, path: group.name === '' ? command.name : `${group.name} ${command.name}` })));
+  /** Where each command's summary starts in the block: at a line start or after ` | `. */
+  const starts = paths.map(({ path: name }) => ({ name, at: new RegExp(`(^|\\| )${name}( |$)`, 'm').exec(block)?.index ?? -1 }));
+
+  it('names every command, with every option its --help shows', () => {
+    expect(starts.filter(({ at }) => at < 0).map(({ name }) => name)).toEqual([]);
+    const ordered = [...starts].sort((a, b) => a.at - b.at);
+    const missing: string[] = [];
+    for (const { command, path: name } of paths) {
+      const index = ordered.findIndex((start) => start.name === name);
+      const summary = block.slice(ordered[index]!.at, ordered[index + 1]?.at ?? block.length);
+      for (const [option, spec] of Object.entries(command.options)) {
+        const named = summary.includes(`--${option}`) || (spec.short !== undefined && summary.includes(`-${spec.short} `));
+        if (!named) missing.push(`${name} --${option}`);
+      }
+    }
+    expect(missing).toEqual([]);
   });
 });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, DEVELOPMENT_KEY_SECRET, loadConfig } from '../../src/config/config.js';
+import { ConfigError, DEVELOPMENT_KEY_SECRET, developmentDefaultWarning, loadConfig } from '../../src/config/config.js';
 
 function problemsOf(env: Record<string, string>): readonly string[] {
   try {
@@ -26,6 +26,27 @@ describe('configuration', () => {
     });
     expect(config.dataDir.endsWith('/data')).toBe(true);
     expect(config.developmentDefaults).toEqual(['ISSUER', 'KEY_ENCRYPTION_SECRET']);
+  });
+
+  it('defaults the issuer to the loopback address when HOST is a wildcard address, and warns naming it', () => {
+    const cases: [string, string][] = [
+      ['0.0.0.0', 'http://127.0.0.1:3000'],
+      ['::', 'http://[::1]:3000'],
+      ['[::]', 'http://[::1]:3000'],
+      ['0:0:0:0:0:0:0:0', 'http://[::1]:3000'],
+      ['::1', 'http://[::1]:3000'],
+      ['192.0.2.10', 'http://192.0.2.10:3000'],
+      ['api.internal', 'http://api.internal:3000'],
+    ];
+    for (const [host, issuer] of cases) {
+      const config = loadConfig({ HOST: host });
+      expect({ host, issuer: config.issuer, defaults: config.developmentDefaults }).toEqual({ host, issuer, defaults: ['ISSUER', 'KEY_ENCRYPTION_SECRET'] });
+      expect(developmentDefaultWarning(config, 'ISSUER')).toBe(`ISSUER is not set: using ${issuer}, development only; set ISSUER to the URL clients use`);
+    }
+    expect(loadConfig({ HOST: '0.0.0.0', PORT: '8080', ISSUER: 'https://api.example.com' })).toMatchObject({ host: '0.0.0.0', issuer: 'https://api.example.com' });
+    expect(developmentDefaultWarning(loadConfig({}), 'KEY_ENCRYPTION_SECRET')).toBe(
+      'KEY_ENCRYPTION_SECRET is not set: using a development-only default (refused when NODE_ENV=production)',
+    );
   });
 
   it('is frozen all the way down', () => {

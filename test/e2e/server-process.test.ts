@@ -17,6 +17,16 @@ describe('server process', () => {
       clients: { admin: { client_id: expect.any(String), client_secret: expect.any(String) } },
     });
     expect(bootstrap.admin.password.length).toBeGreaterThanOrEqual(12);
+    // The development defaults in use are named at start-up, the issuer with the URL it chose.
+    const warnings = server
+      .output()
+      .split('\n')
+      .filter((line) => line.includes('"level":40'))
+      .map((line) => JSON.parse(line).msg);
+    expect(warnings).toEqual([
+      `ISSUER is not set: using ${server.base}, development only; set ISSUER to the URL clients use`,
+      'KEY_ENCRYPTION_SECRET is not set: using a development-only default (refused when NODE_ENV=production)',
+    ]);
 
     const tokenResponse = await fetch(`${server.base}/oauth/token`, {
       method: 'POST',

@@ -218,16 +218,41 @@ describe('HTTP edges answered by the application', () => {
     return Number(row.n);
   }
 
-  it('answers GET /oauth/token with 405 and Allow: POST, in the API shape', async () => {
-    const res = await t.app.fastify.inject({ method: 'GET', url: '/oauth/token' });
-    expect({ status: res.statusCode, allow: res.headers.allow, type: res.headers['content-type'], body: res.json() }).toEqual({
-      status: 405,
-      allow: 'POST',
-      type: JSON_TYPE,
-      body: { error: { code: 'METHOD_NOT_ALLOWED', message: 'GET is not allowed here; use POST.' } },
-    });
+  it('answers a wrong method on the JSON OAuth endpoints with 405, Allow and an RFC 6749 error body, not stored', async () => {
+    const cases = [
+      ['GET', '/oauth/token', 'POST', 'Use POST.'],
+      ['PUT', '/oauth/token?x=1', 'POST', 'Use POST.'],
+      ['GET', '/oauth/revoke', 'POST', 'Use POST.'],
+      ['DELETE', '/oauth/introspect', 'POST', 'Use POST.'],
+      ['GET', '/oauth/device_authorization', 'POST', 'Use POST.'],
+      ['DELETE', '/oauth/userinfo', 'GET, POST, HEAD', 'Use GET or POST.'],
+    ] as const;
+    for (const [method, url, allow, description] of cases) {
+      const res = await t.app.fastify.inject({ method, url });
+      expect({ method, url, status: res.statusCode, allow: res.headers.allow, type: res.headers['content-type'], cache: res.headers['cache-control'], pragma: res.headers.pragma, body: res.json() }).toEqual({
+        method,
+        url,
+        status: 405,
+        allow,
+        type: JSON_TYPE,
+        cache: 'no-store',
+        pragma: 'no-cache',
+        body: { error: 'invalid_request', error_description: description },
+      });
+    }
+  });
+
+  it('keeps the API shape for a wrong method elsewhere, the JWKS included, and 404 for an unknown OAuth path', async () => {
     const jwks = await t.app.fastify.inject({ method: 'DELETE', url: '/.well-known/jwks.json' });
-    expect({ status: jwks.statusCode, allow: jwks.headers.allow }).toEqual({ status: 405, allow: 'GET, HEAD' });
+    expect({ status: jwks.statusCode, allow: jwks.headers.allow, body: jwks.json() }).toEqual({
+      status: 405,
+      allow: 'GET, HEAD',
+      body: { error: { code: 'METHOD_NOT_ALLOWED', message: 'DELETE is not allowed here; use GET, HEAD.' } },
+    });
+    const posts = await t.app.fastify.inject({ method: 'PATCH', url: '/v1/posts' });
+    expect({ status: posts.statusCode, body: posts.json() }).toEqual({ status: 405, body: { error: { code: 'METHOD_NOT_ALLOWED', message: 'PATCH is not allowed here; use GET, HEAD, POST.' } } });
+    const unknown = await t.app.fastify.inject({ method: 'GET', url: '/oauth/tokens' });
+    expect({ status: unknown.statusCode, body: unknown.json() }).toEqual({ status: 404, body: { error: { code: 'NOT_FOUND', message: 'There is no such endpoint.' } } });
   });
 
   it('refuses a JSON body declared in another charset with 415, creating nothing', async () => {

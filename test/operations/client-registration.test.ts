@@ -80,6 +80,13 @@ describe.each(DATABASE_KINDS)('client registration rules on %s', (kind) => {
       );
     });
 
+    it('names the device code grant by its URN only: the CLI\'s short form device_code is not the contract\'s', async () => {
+      await expectRefused(
+        { name: 'TV', type: 'public', redirectUris: [], grantTypes: ['device_code'], scopes: ['read:posts'] },
+        invalid({ path: '/body/grantTypes/0', message: `must be one of authorization_code, refresh_token, client_credentials, ${DEVICE_CODE}, password` }),
+      );
+    });
+
     it('refuses password for a client that is not legacy', async () => {
       await expectRefused({ ...WEB_APP, grantTypes: ['password'], redirectUris: [] }, refused({ path: '/body/grantTypes', message: 'only a legacy client may use password' }));
     });

@@ -26,7 +26,10 @@ export async function advanceAuthorization(deps: PageDeps, state: AuthorizationS
   const issuer = deps.config.issuer;
   if (mustSignIn(request, signedIn, state.interaction, deps.clock())) {
     // OpenID Connect Core §3.1.2.6: with prompt=none the answer is an error, never a page.
-    if (request.prompt.includes('none')) return errorRedirect(request.redirectUri, issuer, 'login_required', 'The user is not signed in.', request.state);
+    if (request.prompt.includes('none')) {
+      const description = signedIn !== null && hintNamesAnother(request, signedIn) ? 'The user named by login_hint is not signed in.' : 'The user is not signed in.';
+      return errorRedirect(request.redirectUri, issuer, 'login_required', description, request.state);
+    }
     return `/oauth/login?interaction=${await interactionFor(deps, state)}`;
   }
   const consent = await findConsent(deps.db, signedIn!.user.id, client.id);
@@ -49,8 +52,8 @@ export async function advanceAuthorization(deps: PageDeps, state: AuthorizationS
 
 /**
  * Whether the user must sign in (again) before this request goes on: nobody is signed in, or the client
- * asked for a fresh sign-in (prompt=login, or max_age shorter than the session's age) and the user has
- * not signed in during this interaction. Every step of the interaction checks it — the consent page too,
+ * asked for a fresh sign-in (prompt=login, or max_age shorter than the session's age) or for another user
+ * (login_hint naming someone else) and the user has not signed in during this interaction. Every step of the interaction checks it — the consent page too,
  * so going to it directly cannot skip the sign-in the client asked for.
  */
 export function mustSignIn(request: AuthorizationRequest, signedIn: SignedIn | null, interaction: OpenInteraction | null, now: number): boolean {
@@ -61,7 +64,15 @@ export function mustSignIn(request: AuthorizationRequest, signedIn: SignedIn | n
   // Times are whole seconds, so a sign-in in this very second has an elapsed time of 0: `>=` makes max_age=0
   // ask again as OpenID Connect intends (it is prompt=login).
   const tooOld = request.maxAge !== null && Math.floor(now / 1000) - signedIn.authTime >= request.maxAge;
-  return request.prompt.includes('login') || tooOld;
+  return request.prompt.includes('login') || tooOld || hintNamesAnother(request, signedIn);
+}
+
+/**
+ * OpenID Connect Core §3.1.2.1: login_hint says whom the client expects. A session of someone else must
+ * not answer for them; the login page opens with the hint filled in. Emails are unique regardless of case.
+ */
+function hintNamesAnother(request: AuthorizationRequest, signedIn: SignedIn): boolean {
+  return request.loginHint !== null && request.loginHint.toLowerCase() !== signedIn.user.email.toLowerCase();
 }
 
 /** Issues the code for the scopes the user allowed, records the decision, and returns the redirect (an error when the user signed out meanwhile). */

@@ -4,7 +4,7 @@ import type { Database } from '../../storage/schema.js';
 import { OAuthError } from '../oauth-error.js';
 import { isCodeChallenge, PKCE_METHOD } from '../pkce.js';
 import { matchRedirectUri } from '../redirect-uri.js';
-import { parseScope, REFUSED_SCOPE_REDIRECT, refusedScopes } from '../scope-parameter.js';
+import { parseScope, REFUSED_SCOPE_REDIRECT, refusedScopes, SCOPE_REQUIRED } from '../scope-parameter.js';
 import { AuthorizationPageError, AuthorizationRedirectError } from './authorization-errors.js';
 
 export const AUTHORIZATION_CODE = 'authorization_code';
@@ -107,7 +107,7 @@ function readRest(
   }
 
   const scopeParameter = single('scope');
-  if (scopeParameter === undefined) fail('invalid_scope', 'scope is required: request the scopes the application needs.');
+  if (scopeParameter === undefined) fail('invalid_scope', SCOPE_REQUIRED);
   const scopes = parseScope(scopeParameter!);
   if (refusedScopes(scopes, client.scopes).length > 0) fail('invalid_scope', REFUSED_SCOPE_REDIRECT);
 

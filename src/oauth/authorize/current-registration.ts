@@ -9,7 +9,8 @@ import { AUTHORIZATION_CODE, type AuthorizationRequest } from './authorization-r
 export const REGISTRATION_CHANGED = errorPage(
   400,
   'Application changed',
-  'The application that sent you here was changed or removed while you were signing in. Return to the application and start again.',
+  'The application that sent you here was changed or removed while you were signing in.',
+  'Return to the application and start again.',
 );
 
 /**

@@ -45,6 +45,7 @@ export async function issueAuthorizationCode(
     issuedAt: new Date(now).toISOString(),
     expiresAt: new Date(now + CODE_TTL_SECONDS * 1000).toISOString(),
     redeemedAt: null,
+    outcome: null,
   };
   // Stored only while the session that granted it is live: signing out everywhere in the meantime ends
   // the session, and a code stored after that would outlive it (lockSignedIn).

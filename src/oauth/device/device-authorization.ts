@@ -5,7 +5,7 @@ import { newId } from '../../storage/ids.js';
 import type { Database } from '../../storage/schema.js';
 import { isUniqueViolation } from '../../storage/unique-violation.js';
 import { OAuthError } from '../oauth-error.js';
-import { checkScopesAllowed, parseScope } from '../scope-parameter.js';
+import { checkScopesAllowed, parseScope, SCOPE_REQUIRED } from '../scope-parameter.js';
 import { digestSecret, generateSecret } from '../secrets.js';
 import { displayUserCode, generateUserCode } from './user-code.js';
 
@@ -32,7 +32,8 @@ export async function startDeviceAuthorization(
   now: number,
 ): Promise<DeviceAuthorization> {
   if (!client.grantTypes.includes(DEVICE_CODE)) throw new OAuthError('unauthorized_client', 'The client may not use the device authorization grant.');
-  const scopes = scopeParameter === undefined ? [...client.scopes] : parseScope(scopeParameter);
+  if (scopeParameter === undefined) throw new OAuthError('invalid_scope', SCOPE_REQUIRED);
+  const scopes = parseScope(scopeParameter);
   checkScopesAllowed(scopes, client.scopes);
   const deviceCode = generateSecret();
   // A collision with a live user code is retried; 20^8 codes make a second one practically impossible.

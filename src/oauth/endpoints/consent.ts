@@ -10,7 +10,7 @@ import { errorPage, FORM_EXPIRED } from '../pages/error-page.js';
 import { originOf } from '../pages/html.js';
 import { redirect, requestParams, sendPage, singleParam } from './page-reply.js';
 
-const EXPIRED = errorPage(400, 'Request expired', 'This authorization request has expired, was answered already, or was opened in another browser. Return to the application and start again.');
+const EXPIRED = errorPage(400, 'Request expired', 'This authorization request has expired, was answered already, or was opened in another browser.', 'Return to the application and start again.');
 
 /**
  * GET /oauth/consent lists each requested scope with its description (seed, OAuth security rule 6: the
@@ -74,7 +74,8 @@ export function registerConsentPage(scope: FastifyInstance, deps: PageDeps): voi
       });
     if (decided !== 'allow' || allowed.length === 0) {
       recordConsent('deny', authorization.scopes);
-      const location = errorRedirect(authorization.redirectUri, deps.config.issuer, 'access_denied', 'The user denied the request.', authorization.state);
+      const description = decided === 'allow' ? 'No scope was allowed.' : 'The user denied the request.';
+      const location = errorRedirect(authorization.redirectUri, deps.config.issuer, 'access_denied', description, authorization.state);
       return redirect(reply, location);
     }
     await saveConsent(deps.db, {

@@ -11,7 +11,7 @@ import { loginPage } from '../pages/login-page.js';
 import { verifyUserCredentials } from '../user-credentials.js';
 import { redirect, requestParams, sendPage, singleParam } from './page-reply.js';
 
-const EXPIRED = errorPage(400, 'Sign-in expired', 'This sign-in page has expired or was opened in another browser. Return to the application and start again.');
+const EXPIRED = errorPage(400, 'Sign-in expired', 'This sign-in page has expired or was opened in another browser.', 'Return to the application and start again.');
 const MAX_FIELD = 1024;
 
 /**

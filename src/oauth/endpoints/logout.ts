@@ -99,6 +99,9 @@ async function readLogoutRequest(deps: PageDeps & { keys: KeyStore }, params: UR
   const client = clientId === null ? null : await findClientByClientId(deps.db, clientId);
   if (clientId !== null && !client) throw new LogoutRequestError('The application is not registered with this server.');
   const uri = singleParam(params, 'post_logout_redirect_uri') ?? null;
+  // §3: the URI is checked against the registration that id_token_hint or client_id names; without either
+  // there is none to check it against.
+  if (uri !== null && !client) throw new LogoutRequestError('A post_logout_redirect_uri needs id_token_hint or client_id to name the application it belongs to.');
   if (uri !== null && (!client || !client.postLogoutRedirectUris.includes(uri))) {
     throw new LogoutRequestError('The post_logout_redirect_uri is not registered for this application.');
   }

@@ -155,13 +155,13 @@ export function registerTokenEndpoint(scope: FastifyInstance, deps: TokenEndpoin
   scope.post('/oauth/token', async (request, reply) => {
     const params = readFormParams(request.body);
     const grantType = params.grant_type;
-    if (grantType === undefined) throw new OAuthError('invalid_request', 'grant_type is required.');
-    const grant = (supportedGrantTypes(deps.config) as string[]).includes(grantType) ? GRANTS[grantType as ServedGrantType] : undefined;
-    if (!grant) throw new OAuthError('unsupported_grant_type', 'The grant_type is not supported by this server.');
-    // Malformed requests end above without a decision; from here on each request is allowed or refused, and
+    // Malformed requests end below without a decision; from there on each request is allowed or refused, and
     // the audit log records which (seed, Authorization rule 8), never with a secret or the token itself.
     const decided: RecordDecision = (decision) =>
       deps.audit.record({ requestId: request.id, interface: 'oauth', operation: 'token', sourceAddress: request.ip, ...decision });
+    if (grantType === undefined) throw new OAuthError('invalid_request', 'grant_type is required.');
+    const grant = (supportedGrantTypes(deps.config) as string[]).includes(grantType) ? GRANTS[grantType as ServedGrantType] : undefined;
+    if (!grant) throw await unsupportedGrantType(deps, grantType, request.headers.authorization, params, decided);
     const { client } = await authenticateAudited(deps, request.headers.authorization, params, decided);
     let issued: Issued;
     try {
@@ -199,6 +199,33 @@ export function registerTokenEndpoint(scope: FastifyInstance, deps: TokenEndpoin
       ...(issued.idToken === null ? {} : { id_token: issued.idToken }),
     });
   });
+}
+
+/**
+ * The answer to a grant type this server does not serve. The password grant is one it can serve: while
+ * OAUTH_PASSWORD_GRANT disables it, a legacy client registered for it is told so (it authenticates first,
+ * failures recorded as at any grant), so that its operators know what to change; anyone else learns nothing
+ * about the server's settings.
+ */
+async function unsupportedGrantType(
+  deps: TokenEndpointDeps,
+  grantType: string,
+  authorization: string | undefined,
+  params: FormParams,
+  decided: RecordDecision,
+): Promise<OAuthError> {
+  const unsupported = new OAuthError('unsupported_grant_type', 'The grant_type is not supported by this server.');
+  if (grantType !== PASSWORD) return unsupported;
+  let client: ClientRecord;
+  try {
+    ({ client } = await authenticateAudited(deps, authorization, params, decided));
+  } catch (error) {
+    if (error instanceof OAuthError) return unsupported;
+    throw error;
+  }
+  decided({ subject: null, clientId: client.clientId, resourceType: null, resourceId: null, decision: 'deny', reason: 'grant' });
+  if (!client.legacy || !client.grantTypes.includes(PASSWORD)) return unsupported;
+  return new OAuthError('unsupported_grant_type', 'This server has the password grant disabled (operators enable it with OAUTH_PASSWORD_GRANT=enabled).');
 }
 
 /**

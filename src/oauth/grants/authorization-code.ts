@@ -7,9 +7,8 @@ import { OAuthError } from '../oauth-error.js';
 import { checkPkce } from '../pkce.js';
 import { matchRedirectUri } from '../redirect-uri.js';
 import { digestSecret } from '../secrets.js';
-import { revokeGrant } from '../tokens/access-token-records.js';
 import type { CheckedGrant } from './grant-commit.js';
-import { GrantReuseError } from './grant-reuse-error.js';
+import { refuseRedeemedCode } from './redeemed-code.js';
 
 /**
  * RFC 6749 §4.1.3 with RFC 7636 §4.6: the code is redeemed once (in the grant's transaction,
@@ -48,14 +47,13 @@ export async function grantAuthorizationCode(
     authTime: Math.floor(Date.parse(row.authTime) / 1000),
     nonce: row.nonce,
     claim: async (trx, user) => {
-      if (!(await redeemAuthorizationCode(trx, codeHash, nowIso))) {
+      const refusal = invalid ?? (!user || !user.active ? new OAuthError('invalid_grant', 'The user who granted the code can no longer sign in.') : null);
+      // Redeemed with what the exchange came to, so that a later presentation is told which.
+      if (!(await redeemAuthorizationCode(trx, codeHash, nowIso, refusal === null ? 'issued' : 'refused'))) {
         // Used already, or ended by a revocation of the user's grants: what it issued, if anything, ends.
-        await revokeGrant(trx, row.grantId, nowIso);
-        return new GrantReuseError(row.grantId, row.userId, 'The code was already used; the tokens issued for it are revoked.');
+        return refuseRedeemedCode(trx, codeHash, row.grantId, row.userId, nowIso);
       }
-      if (invalid !== null) return invalid;
-      if (!user || !user.active) return new OAuthError('invalid_grant', 'The user who granted the code can no longer sign in.');
-      return null;
+      return refusal;
     },
   };
 }

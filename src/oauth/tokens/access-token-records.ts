@@ -125,7 +125,7 @@ export async function revokeUserClientTokens(db: Kysely<Database>, userId: strin
  * (to one client registration, or to all), none issued before this moment can be redeemed after it.
  */
 async function endPendingGrants(db: Kysely<Database>, userId: string, clientRegistrationId: string | null, at: string): Promise<void> {
-  let codes = db.updateTable('authorizationCodes').set({ redeemedAt: at }).where('userId', '=', userId).where('redeemedAt', 'is', null);
+  let codes = db.updateTable('authorizationCodes').set({ redeemedAt: at, outcome: 'withdrawn' }).where('userId', '=', userId).where('redeemedAt', 'is', null);
   let devices = db.updateTable('deviceCodes').set({ status: 'denied' }).where('userId', '=', userId).where('status', '=', 'approved');
   if (clientRegistrationId !== null) {
     codes = codes.where('clientRegistrationId', '=', clientRegistrationId);

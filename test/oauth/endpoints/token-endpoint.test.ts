@@ -113,9 +113,9 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
       expect(response.headers['www-authenticate']).toBe(CHALLENGE);
     });
 
-    it('a request without client authentication', async () => {
+    it('a request without client authentication, saying how each kind of client identifies itself', async () => {
       const response = await requestToken({ grant_type: 'client_credentials' });
-      expectError(response, 401, 'invalid_client', 'Client authentication is required.');
+      expectError(response, 401, 'invalid_client', 'client_id is required (a public client sends it in the body; a confidential client authenticates with HTTP Basic).');
       expect(response.headers['www-authenticate']).toBe(CHALLENGE);
     });
 

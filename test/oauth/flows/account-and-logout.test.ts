@@ -5,7 +5,7 @@ import type { UserRecord } from '../../../src/storage/users.js';
 import { DATABASE_KINDS } from '../../helpers/databases.js';
 import type { TestClient } from '../fixtures.js';
 import { basic, form, FORM } from '../oauth-app.js';
-import { Browser, expectPageHeaders, hiddenInputs, pageAlert, pageHeading } from './browser.js';
+import { Browser, expectErrorPage, expectPageHeaders, hiddenInputs, pageAlert, pageHeading } from './browser.js';
 import { createUser, createWebClient, exchangeCode, expectTokenError, expectTokens, obtainCode, openFlowApp, PASSWORD, refresh, REDIRECT_URI, type FlowApp } from './flow.js';
 
 const NEW_PASSWORD = 'a brand new passphrase 42';
@@ -127,7 +127,7 @@ describe.each(DATABASE_KINDS)('account page and sign-out on %s', (kind) => {
     });
     expect(await tokenWorks(tokens.access_token)).toBe(false);
     expectTokenError(await refresh(app, consoleApp, tokens.refresh_token!), 400, 'invalid_grant', 'The refresh token was revoked.');
-    expectTokenError(await exchangeCode(app, consoleApp, pending.code, { code_verifier: pending.verifier }), 400, 'invalid_grant', 'The code was already used; the tokens issued for it are revoked.');
+    expectTokenError(await exchangeCode(app, consoleApp, pending.code, { code_verifier: pending.verifier }), 400, 'invalid_grant', "This code was withdrawn before it was exchanged (the user's grants were ended); start the authorization again.");
   });
 
   it('lists an application holding only a live access token, and none whose tokens all expired or were revoked', async () => {
@@ -172,7 +172,7 @@ describe.each(DATABASE_KINDS)('account page and sign-out on %s', (kind) => {
     const fields = formFields(page.body, '/oauth/account/sign-out-everywhere');
     await browser.post('/oauth/account/sign-out-everywhere', { csrf_token: fields.csrf_token! });
     const late = await exchangeCode(app, web, pending.code, { code_verifier: pending.verifier });
-    expectTokenError(late, 400, 'invalid_grant', 'The code was already used; the tokens issued for it are revoked.');
+    expectTokenError(late, 400, 'invalid_grant', "This code was withdrawn before it was exchanged (the user's grants were ended); start the authorization again.");
   });
 
   it('logs out on the RP\'s request (RP-Initiated Logout 1.0) after the user confirms, back to a registered URI with state', async () => {
@@ -203,6 +203,19 @@ describe.each(DATABASE_KINDS)('account page and sign-out on %s', (kind) => {
     expect(pageAlert(forged.body)).toBe('The id_token_hint was not issued by this server.');
     const noToken = await browser.post('/oauth/logout', { csrf_token: 'forged' });
     expect(noToken.statusCode).toBe(403);
+    expect((await browser.get('/oauth/account')).statusCode).toBe(200);
+  });
+
+  it('refuses a post_logout_redirect_uri without id_token_hint or client_id, saying that one of them is needed', async () => {
+    const user = await createUser(app.db);
+    const { browser } = await signedInWithTokens(user);
+    const unnamed = await browser.get(`/oauth/logout?${new URLSearchParams({ post_logout_redirect_uri: 'https://app.example/signed-out', state: 'bye' })}`);
+    expectErrorPage(unnamed, 400, 'Invalid sign-out request', 'A post_logout_redirect_uri needs id_token_hint or client_id to name the application it belongs to.');
+    // Named by client_id, the same URI is checked against the registration and accepted.
+    const named = await browser.get(`/oauth/logout?${new URLSearchParams({ client_id: web.client.clientId, post_logout_redirect_uri: 'https://app.example/signed-out' })}`);
+    expect({ status: named.statusCode, heading: pageHeading(named.body) }).toEqual({ status: 200, heading: 'Sign out?' });
+    const elsewhere = await browser.get(`/oauth/logout?${new URLSearchParams({ client_id: web.client.clientId, post_logout_redirect_uri: 'https://evil.example/' })}`);
+    expectErrorPage(elsewhere, 400, 'Invalid sign-out request', 'The post_logout_redirect_uri is not registered for this application.');
     expect((await browser.get('/oauth/account')).statusCode).toBe(200);
   });
 });

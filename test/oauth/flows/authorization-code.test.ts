@@ -22,6 +22,8 @@ import {
   type FlowApp,
 } from './flow.js';
 
+const BURNT = 'This code was already presented in a failed exchange; start the authorization again.';
+
 describe.each(DATABASE_KINDS)('authorization code with PKCE on %s', (kind) => {
   let t: FlowApp;
   let user: UserRecord;
@@ -156,14 +158,42 @@ describe.each(DATABASE_KINDS)('authorization code with PKCE on %s', (kind) => {
       expectTokenError(await refresh(t, firstParty, winner.refresh_token), 400, 'invalid_grant', 'The refresh token was revoked.');
     });
 
-    it('burns the code on a wrong verifier: the right one fails afterwards', async () => {
+    it('burns the code on a wrong verifier: the right one fails afterwards, saying that no tokens were issued for it', async () => {
       const { code, verifier } = await obtainCode(t, signedIn, firstParty, user);
       const before = await countRows(t.db, 'accessTokens');
       const wrong = await exchangeCode(t, firstParty, code, { code_verifier: pkce().verifier });
       expectTokenError(wrong, 400, 'invalid_grant', 'The code_verifier does not match the code_challenge.');
+      const recorded = t.oauth.decisions.length;
       const right = await exchangeCode(t, firstParty, code, { code_verifier: verifier });
-      expectTokenError(right, 400, 'invalid_grant', 'The code was already used; the tokens issued for it are revoked.');
+      expectTokenError(right, 400, 'invalid_grant', BURNT);
       expect(await countRows(t.db, 'accessTokens')).toBe(before);
+      // Nothing was issued, so there is no reuse to record: the retry is an ordinary refusal of the grant.
+      expect(t.oauth.decisions.slice(recorded)).toEqual([
+        expect.objectContaining({ operation: 'token', subject: null, clientId: firstParty.client.clientId, decision: 'deny', reason: 'grant' }),
+      ]);
+    });
+
+    it('burns the code on a missing verifier or a wrong redirect_uri, and every later presentation says so', async () => {
+      const missing = await obtainCode(t, signedIn, firstParty, user);
+      expectTokenError(await exchangeCode(t, firstParty, missing.code), 400, 'invalid_grant', 'code_verifier is required.');
+      expectTokenError(await exchangeCode(t, firstParty, missing.code, { code_verifier: missing.verifier }), 400, 'invalid_grant', BURNT);
+
+      const misdirected = await obtainCode(t, signedIn, firstParty, user);
+      const wrongUri = await exchangeCode(t, firstParty, misdirected.code, { code_verifier: misdirected.verifier, redirect_uri: 'https://app.example/other' });
+      expectTokenError(wrongUri, 400, 'invalid_grant', 'redirect_uri does not match the authorization request.');
+      expectTokenError(await exchangeCode(t, firstParty, misdirected.code, { code_verifier: misdirected.verifier }), 400, 'invalid_grant', BURNT);
+      expectTokenError(await exchangeCode(t, firstParty, misdirected.code, { code_verifier: misdirected.verifier }), 400, 'invalid_grant', BURNT);
+      const row = await t.db.kysely.selectFrom('authorizationCodes').select(['outcome', 'redeemedAt']).where('codeHash', '=', digestSecret(misdirected.code)).executeTakeFirstOrThrow();
+      expect(row).toEqual({ outcome: 'refused', redeemedAt: expect.any(String) });
+    });
+
+    it('records a code that issued tokens as issued, so that only its replay revokes and counts as reuse', async () => {
+      const { code, verifier } = await obtainCode(t, signedIn, firstParty, user);
+      expectTokens(await exchangeCode(t, firstParty, code, { code_verifier: verifier }), { scope: 'read:posts write:posts', refreshToken: true, idToken: false });
+      const row = await t.db.kysely.selectFrom('authorizationCodes').select('outcome').where('codeHash', '=', digestSecret(code)).executeTakeFirstOrThrow();
+      expect(row).toEqual({ outcome: 'issued' });
+      // A wrong verifier on the replay changes nothing: the code issued tokens, so they are revoked.
+      expectTokenError(await exchangeCode(t, firstParty, code, { code_verifier: pkce().verifier }), 400, 'invalid_grant', 'The code was already used; the tokens issued for it are revoked.');
     });
 
     it('refuses a code with a challenge redeemed without a verifier', async () => {
@@ -212,6 +242,7 @@ describe.each(DATABASE_KINDS)('authorization code with PKCE on %s', (kind) => {
       await t.db.kysely.updateTable('authorizationCodes').set({ expiresAt: new Date(Date.now() - 1000).toISOString() }).where('codeHash', '=', digestSecret(code)).execute();
       const before = await countRows(t.db, 'accessTokens');
       expectTokenError(await exchangeCode(t, firstParty, code, { code_verifier: verifier }), 400, 'invalid_grant', 'The code has expired.');
+      expectTokenError(await exchangeCode(t, firstParty, code, { code_verifier: verifier }), 400, 'invalid_grant', BURNT);
       expect(await countRows(t.db, 'accessTokens')).toBe(before);
     });
 

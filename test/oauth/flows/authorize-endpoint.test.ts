@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { UserRecord } from '../../../src/storage/users.js';
 import { cookieJar } from '../../../src/oauth/browser/cookies.js';
 import { CsrfTokens } from '../../../src/oauth/browser/csrf.js';
+import { digestSecret } from '../../../src/oauth/secrets.js';
 import { DATABASE_KINDS } from '../../helpers/databases.js';
 import type { TestClient } from '../fixtures.js';
 import { Browser, emailField, expectErrorPage, expectPage, hiddenInputs } from './browser.js';
@@ -317,6 +318,55 @@ describe.each(DATABASE_KINDS)('GET /oauth/authorize on %s', (kind) => {
       expectPage(loginPage, 'login');
       expect(emailField(loginPage.body)).toBe('a"b<c>@example.com');
       expect(loginPage.body).toContain('value="a&quot;b&lt;c&gt;@example.com"');
+    });
+  });
+
+  describe('login_hint naming someone other than the signed-in user', () => {
+    /** The user an authorization code was issued for. */
+    async function codeUser(code: string): Promise<string> {
+      const row = await t.db.kysely.selectFrom('authorizationCodes').select('userId').where('codeHash', '=', digestSecret(code)).executeTakeFirstOrThrow();
+      return row.userId;
+    }
+
+    it('shows the login page filled in with the hint instead of answering with the session of another user', async () => {
+      const alice = await createUser(t.db);
+      const client = await createWebClient(t.db, { firstParty: true });
+      const browser = new Browser(t.oauth.app);
+      await obtainCode(t, browser, client, user);
+      const hint = alice.email.toUpperCase();
+      const loginPage = await browser.visit(authorizeUrl(client, { extra: { login_hint: hint } }));
+      expectPage(loginPage, 'login');
+      expect(emailField(loginPage.body)).toBe(hint);
+      const code = codeOf(await signIn(browser, loginPage, alice.email), t.config.issuer);
+      expect(await codeUser(code)).toBe(alice.id);
+    });
+
+    it('goes on with the session when the hint names its user, in any case', async () => {
+      const client = await createWebClient(t.db, { firstParty: true });
+      const browser = new Browser(t.oauth.app);
+      await obtainCode(t, browser, client, user);
+      const code = codeOf(await browser.visit(authorizeUrl(client, { extra: { login_hint: user.email.toUpperCase() } })), t.config.issuer);
+      expect(await codeUser(code)).toBe(user.id);
+    });
+
+    it('lets the user sign in as themselves on that page after all: the sign-in of this interaction decides', async () => {
+      const client = await createWebClient(t.db, { firstParty: true });
+      const browser = new Browser(t.oauth.app);
+      await obtainCode(t, browser, client, user);
+      const loginPage = await browser.visit(authorizeUrl(client, { extra: { login_hint: 'someone-else@example.com' } }));
+      expectPage(loginPage, 'login');
+      const code = codeOf(await signIn(browser, loginPage, user.email), t.config.issuer);
+      expect(await codeUser(code)).toBe(user.id);
+    });
+
+    it('answers prompt=none with login_required, issuing nothing', async () => {
+      const client = await createWebClient(t.db, { firstParty: true });
+      const browser = new Browser(t.oauth.app);
+      await obtainCode(t, browser, client, user);
+      const codes = await countRows(t.db, 'authorizationCodes');
+      const reply = await browser.get(authorizeUrl(client, { extra: { prompt: 'none', login_hint: 'someone-else@example.com' } }));
+      expectErrorRedirect(reply, t.config.issuer, 'login_required', 'The user named by login_hint is not signed in.');
+      expect(await countRows(t.db, 'authorizationCodes')).toBe(codes);
     });
   });
 

@@ -119,11 +119,17 @@ export function expectPageHeaders(reply: Reply): void {
 }
 
 /** An error page: status, page headers, never a Location, the heading and the message shown. */
-export function expectErrorPage(reply: Reply, status: number, title: string, message: string): void {
+/** Every paragraph of a page, in order, as text. */
+export function pageParagraphs(html: string): string[] {
+  return [...html.matchAll(/<p\b[^>]*>([^<]*)<\/p>/g)].map((match) => unescapeHtml(match[1]!));
+}
+
+/** An error page: its heading, the message in the alert, and after it one instruction, nothing else. */
+export function expectErrorPage(reply: Reply, status: number, title: string, message: string, instruction = 'Return to the application you came from and try again.'): void {
   expect({ status: reply.statusCode, heading: pageHeading(reply.body), alert: pageAlert(reply.body) }).toEqual({ status, heading: title, alert: message });
   expectPageHeaders(reply);
   expect(reply.headers.location).toBeUndefined();
-  expect(reply.body).toContain('<p>Return to the application you came from and try again.</p>');
+  expect(pageParagraphs(reply.body)).toEqual([message, instruction]);
   expect(hiddenInputs(reply.body)).toEqual({});
 }
 

@@ -131,6 +131,19 @@ describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (ki
     expectTokenError(widened, 400, 'invalid_scope', 'The client may not request: read:users.');
   });
 
+  it('refuses a request without scope as invalid_scope, like the authorization endpoint, starting nothing', async () => {
+    const rows = async () => (await app.db.kysely.selectFrom('deviceCodes').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n;
+    const before = Number(await rows());
+    const recorded = app.oauth.decisions.length;
+    for (const payload of [form({ client_id: tv.client.clientId }), form({ client_id: tv.client.clientId, scope: '' })]) {
+      const reply = await app.oauth.app.inject({ method: 'POST', url: '/oauth/device_authorization', headers: FORM, payload });
+      expectTokenError(reply, 400, 'invalid_scope', 'scope is required: request the scopes the application needs.');
+    }
+    expect(Number(await rows())).toBe(before);
+    const refusal = { subject: null, clientId: tv.client.clientId, operation: 'device_authorization', decision: 'deny', reason: 'scope' };
+    expect(app.oauth.decisions.slice(recorded)).toEqual([expect.objectContaining(refusal), expect.objectContaining(refusal)]);
+  });
+
   it('throttles user-code guessing per address: after 30 wrong codes even a right one is refused with 429', async () => {
     const started = await start();
     const guesser = new Browser(app.oauth.app, '10.9.9.9');

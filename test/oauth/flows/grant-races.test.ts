@@ -34,7 +34,7 @@ import {
 
 const SCOPE = 'openid offline_access read:posts';
 const REFRESH_REVOKED = 'The refresh token was revoked.';
-const CODE_ENDED = 'The code was already used; the tokens issued for it are revoked.';
+const CODE_ENDED = "This code was withdrawn before it was exchanged (the user's grants were ended); start the authorization again.";
 const DEVICE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
 const DEVICE_SCOPE = 'read:posts offline_access';
 

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { CsrfTokens } from '../../../src/oauth/browser/csrf.js';
 import type { UserRecord } from '../../../src/storage/users.js';
 import { DATABASE_KINDS } from '../../helpers/databases.js';
@@ -22,11 +22,12 @@ import {
 } from './flow.js';
 
 const WRONG = 'The email or password is wrong.';
-const FORM_EXPIRED = ['Form expired', 'The form could not be verified. Reload the page and try again.'] as const;
-const SIGN_IN_EXPIRED = ['Sign-in expired', 'This sign-in page has expired or was opened in another browser. Return to the application and start again.'] as const;
+const FORM_EXPIRED = ['Form expired', 'The form could not be verified.', 'Reload the page and try again.'] as const;
+const SIGN_IN_EXPIRED = ['Sign-in expired', 'This sign-in page has expired or was opened in another browser.', 'Return to the application and start again.'] as const;
 const REQUEST_EXPIRED = [
   'Request expired',
-  'This authorization request has expired, was answered already, or was opened in another browser. Return to the application and start again.',
+  'This authorization request has expired, was answered already, or was opened in another browser.',
+  'Return to the application and start again.',
 ] as const;
 const SESSION_COOKIE = '__Host-portcullis-session';
 const BROWSER_COOKIE = '__Host-portcullis-browser';
@@ -222,6 +223,27 @@ describe.each(DATABASE_KINDS)('login and consent pages on %s', (kind) => {
     });
   });
 
+  describe('error pages', () => {
+    it('show one instruction: try again in a moment while the database is unreachable, return to the application on a failure', async () => {
+      const kysely = t.db.kysely;
+      const failures = [
+        [Object.assign(new Error('connect ECONNREFUSED 10.1.2.3:5432'), { code: 'ECONNREFUSED' }), 503, 'Temporarily unavailable', 'The service is temporarily unavailable.', 'Try again in a moment.'],
+        [new Error('select from "interactions" failed at /work/src/storage/interactions.ts:12'), 500, 'Something went wrong', 'The server could not complete the request.', 'Return to the application you came from and try again.'],
+      ] as const;
+      for (const [error, status, title, message, instruction] of failures) {
+        const spy = vi.spyOn(kysely, 'selectFrom').mockImplementation((() => {
+          throw error;
+        }) as typeof kysely.selectFrom);
+        try {
+          const reply = await new Browser(t.oauth.app).get(authorizeUrl(web));
+          expectErrorPage(reply, status, title, message, instruction);
+        } finally {
+          spy.mockRestore();
+        }
+      }
+    });
+  });
+
   describe('consent', () => {
     /** Signed in once for the consent tests; each test uses its own client, so nothing is remembered for it. */
     let browser: Browser;
@@ -281,10 +303,15 @@ describe.each(DATABASE_KINDS)('login and consent pages on %s', (kind) => {
       expectPage(await browser.visit(authorizeUrl(client)), 'consent');
     });
 
-    it('treats allowing with every scope unticked as a denial', async () => {
+    it('treats allowing with every scope unticked as a denial, saying that no scope was allowed', async () => {
       const client = await createWebClient(t.db);
+      const codes = await countRows(t.db, 'authorizationCodes');
       const reply = await answerConsent(browser, await consentPageFor(client), { scopes: [] });
-      expectErrorRedirect(reply, t.config.issuer, 'access_denied', 'The user denied the request.');
+      expectErrorRedirect(reply, t.config.issuer, 'access_denied', 'No scope was allowed.');
+      expect(await countRows(t.db, 'authorizationCodes')).toBe(codes);
+      expect(t.oauth.decisions.at(-1)).toMatchObject({ operation: 'consent', subject: user.id, clientId: client.client.clientId, decision: 'deny', reason: 'consent', scopes: 'read:posts write:posts' });
+      // Nothing is remembered: the next request asks again.
+      expectPage(await browser.visit(authorizeUrl(client)), 'consent');
     });
 
     it('remembers consent: the same scopes, or fewer, go straight back with a code', async () => {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { UserRecord } from '../../../src/storage/users.js';
 import { DATABASE_KINDS } from '../../helpers/databases.js';
 import { createClient, type TestClient } from '../fixtures.js';
+import { form, FORM } from '../oauth-app.js';
 import { Browser, hiddenInputs, pageHeading } from './browser.js';
 import { countRows, createUser, expectTokenError, expectTokens, openFlowApp, PASSWORD, refresh, tokenRequest, type FlowApp } from './flow.js';
 
@@ -30,9 +31,31 @@ describe.each(DATABASE_KINDS)('the password grant on %s', (kind) => {
       await t.close();
     });
 
-    it('is not offered, not even to a legacy client', async () => {
+    it('is not offered, not even to a legacy client, which is told that the server has it disabled', async () => {
+      const recorded = t.oauth.decisions.length;
       const reply = await passwordGrant(t, legacy, { username: user.email, password: PASSWORD });
-      expectTokenError(reply, 400, 'unsupported_grant_type', 'The grant_type is not supported by this server.');
+      expectTokenError(reply, 400, 'unsupported_grant_type', 'This server has the password grant disabled (operators enable it with OAUTH_PASSWORD_GRANT=enabled).');
+      expect(await countRows(t.db, 'accessTokens')).toBe(0);
+      expect(t.oauth.decisions.slice(recorded)).toEqual([
+        expect.objectContaining({ operation: 'token', subject: null, clientId: legacy.client.clientId, decision: 'deny', reason: 'grant' }),
+      ]);
+    });
+
+    it('answers everyone else with the generic text: other clients, a legacy client not registered for it, failed authentication', async () => {
+      const generic = 'The grant_type is not supported by this server.';
+      const service = await createClient(t.db);
+      const legacyWithoutGrant = await createLegacyClient(t, { grantTypes: ['client_credentials'], role: 'member' });
+      for (const client of [service, legacyWithoutGrant]) {
+        expectTokenError(await passwordGrant(t, client, { username: user.email, password: PASSWORD }), 400, 'unsupported_grant_type', generic);
+      }
+      const recorded = t.oauth.decisions.length;
+      const wrongSecret = await passwordGrant(t, { ...legacy, secret: 'not-the-secret' }, { username: user.email, password: PASSWORD });
+      expectTokenError(wrongSecret, 400, 'unsupported_grant_type', generic);
+      expect(t.oauth.decisions.slice(recorded)).toEqual([
+        expect.objectContaining({ operation: 'token', subject: null, clientId: legacy.client.clientId, decision: 'deny', reason: 'authentication' }),
+      ]);
+      const anonymous = await t.oauth.app.inject({ method: 'POST', url: '/oauth/token', headers: FORM, payload: form({ grant_type: 'password', username: user.email, password: PASSWORD }) });
+      expectTokenError(anonymous, 400, 'unsupported_grant_type', generic);
       expect(await countRows(t.db, 'accessTokens')).toBe(0);
     });
 

@@ -14,7 +14,8 @@ import { authorizeUrl, countRows, createUser, createWebClient, exchangeCode, exp
 
 const CHANGED = [
   'Application changed',
-  'The application that sent you here was changed or removed while you were signing in. Return to the application and start again.',
+  'The application that sent you here was changed or removed while you were signing in.',
+  'Return to the application and start again.',
 ] as const;
 const DEVICE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
 const UNKNOWN_CODE = 'That code is not valid or has expired. Check the code on your device.';

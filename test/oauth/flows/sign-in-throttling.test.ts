@@ -184,7 +184,7 @@ describe.each(DATABASE_KINDS)('sign-in throttling on %s', { timeout: 90_000 }, (
 
   it('the device page lets at most 30 of 40 concurrent wrong user codes from one address reach the lookup', async () => {
     const tv = await createClient(t.db, { name: 'TV', type: 'public', secretHash: null, grantTypes: [DEVICE_GRANT], scopes: ['read:posts'], role: null });
-    const started = await t.oauth.app.inject({ method: 'POST', url: '/oauth/device_authorization', headers: FORM, payload: form({ client_id: tv.client.clientId }) });
+    const started = await t.oauth.app.inject({ method: 'POST', url: '/oauth/device_authorization', headers: FORM, payload: form({ client_id: tv.client.clientId, scope: 'read:posts' }) });
     const userCode = (started.json() as { user_code: string }).user_code;
     const guesser = new Browser(t.oauth.app, '192.0.2.15');
     const replies = await Promise.all(Array.from({ length: 40 }, () => guesser.get('/oauth/device?user_code=BCDF-BCDF')));
