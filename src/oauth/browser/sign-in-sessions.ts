@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import { findLiveLoginSession, insertLoginSession, revokeLoginSession } from '../../storage/login-sessions.js';
 import { lockUser } from '../../storage/row-locks.js';
+import { writeTransaction } from '../../storage/write-transaction.js';
 import type { Database } from '../../storage/schema.js';
 import { findUserById, type UserRecord } from '../../storage/users.js';
 import { digestSecret, generateSecret } from '../secrets.js';
@@ -19,6 +20,12 @@ export interface SignedIn {
  * holds their digest, so a leaked table signs nobody in, and a session is ended on every instance by one
  * update. A deactivated user's session is no session.
  */
+export interface StartedSession {
+  sessionId: string;
+  setCookie: string;
+  authTime: number;
+}
+
 export class SignInSessions {
   constructor(
     private readonly db: Kysely<Database>,
@@ -38,19 +45,44 @@ export class SignInSessions {
   }
 
   /** A new session (never a reused id: no session fixation) and the Set-Cookie that carries it. */
-  async start(userId: string): Promise<{ sessionId: string; setCookie: string; authTime: number }> {
+  async start(userId: string): Promise<StartedSession> {
+    const started = this.#session(userId);
+    await insertLoginSession(this.db, started.row);
+    return started.session;
+  }
+
+  /**
+   * A session for a user whose password was just checked, stored under the user's lock only if the user
+   * is still active and unchanged since (`checkedUpdatedAt`, the row's `updatedAt` the check read): a
+   * password change that committed while the hash was being checked ends the sessions it sees under the
+   * same lock (revokeUserTokens), so a session the old password opened must not be stored after it. Null
+   * when the user changed.
+   */
+  async startAfterPasswordCheck(userId: string, checkedUpdatedAt: string): Promise<StartedSession | null> {
+    const started = this.#session(userId);
+    const stored = await writeTransaction(this.db, async (trx) => {
+      const user = await lockUser(trx, userId);
+      if (!user || !user.active || user.updatedAt !== checkedUpdatedAt) return false;
+      await insertLoginSession(trx, started.row);
+      return true;
+    });
+    return stored ? started.session : null;
+  }
+
+  #session(userId: string) {
     const value = generateSecret();
     const now = this.clock();
     const sessionId = digestSecret(value);
-    await insertLoginSession(this.db, {
+    const row = {
       id: sessionId,
       userId,
       authTime: new Date(now).toISOString(),
       createdAt: new Date(now).toISOString(),
       expiresAt: new Date(now + this.ttlSeconds * 1000).toISOString(),
       revokedAt: null,
-    });
-    return { sessionId, setCookie: serializeCookie(this.jar, this.jar.session, value, this.ttlSeconds), authTime: Math.floor(now / 1000) };
+    };
+    const session: StartedSession = { sessionId, setCookie: serializeCookie(this.jar, this.jar.session, value, this.ttlSeconds), authTime: Math.floor(now / 1000) };
+    return { row, session };
   }
 
   /** Ends the session in the database and returns the Set-Cookie that clears it from the browser. */

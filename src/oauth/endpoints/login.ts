@@ -59,7 +59,12 @@ export function registerLoginPage(scope: FastifyInstance, deps: PageDeps): void 
     // A fresh session on every sign-in; the one the browser had (another user's, perhaps) ends.
     const previous = await deps.sessions.current(request.headers.cookie);
     if (previous) await deps.sessions.end(previous.sessionId);
-    const started = await deps.sessions.start(user.id);
+    const started = await deps.sessions.startAfterPasswordCheck(user.id, user.updatedAt);
+    if (!started) {
+      // The password was changed (or the user deactivated) while it was being checked.
+      recordLogin(deps, page, null, 'deny');
+      return sendPage(reply, loginPage({ ...model, email, status: 401, error: 'The email or password is wrong.' }));
+    }
     recordLogin(deps, page, user.id, 'allow');
     const signedIn: SignedIn = { sessionId: started.sessionId, user, authTime: started.authTime };
     // This browser is now known to the account: guesses from elsewhere do not lock it out.

@@ -1,5 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { SignInThrottle } from '../../../src/limits/sign-in-throttle.js';
 import { CsrfTokens } from '../../../src/oauth/browser/csrf.js';
+import { hashPassword } from '../../../src/oauth/passwords.js';
+import { revokeUserTokens } from '../../../src/oauth/tokens/access-token-records.js';
+import { updatePasswordHash } from '../../../src/storage/users.js';
 import type { UserRecord } from '../../../src/storage/users.js';
 import { DATABASE_KINDS } from '../../helpers/databases.js';
 import type { TestClient } from '../fixtures.js';
@@ -88,6 +92,37 @@ describe.each(DATABASE_KINDS)('login and consent pages on %s', (kind) => {
       // The same form, with the right password, goes on.
       expectPage(await browser.submit('/oauth/login', { ...form, email: user.email, password: PASSWORD }), 'consent');
       expect(t.oauth.decisions.at(-1)).toMatchObject({ operation: 'login', subject: user.id, decision: 'allow', reason: 'authenticated' });
+    });
+
+    it('opens no session when the password changes while it is being checked (the old password signs nobody in)', async () => {
+      const victim = await createUser(t.db);
+      const { browser, form } = await atLogin();
+      const sessions = await countRows(t.db, 'loginSessions');
+      // The change commits after the login read the user's row and checked the old password, before the
+      // session is stored: exactly the window a slow password hash leaves.
+      let changed = false;
+      const attempt = vi.spyOn(SignInThrottle.prototype, 'attempt').mockImplementationOnce(async function (this: SignInThrottle, request, check) {
+        attempt.mockRestore();
+        return this.attempt(request, async () => {
+          const checked = await check();
+          changed = true;
+          await t.db.kysely.transaction().execute(async (trx) => {
+            const now = new Date().toISOString();
+            await updatePasswordHash(trx, victim.id, await hashPassword('a new password, not the old one'), now);
+            await revokeUserTokens(trx, victim.id, now);
+          });
+          return checked;
+        });
+      });
+      const reply = await browser.post('/oauth/login', { ...form, email: victim.email, password: PASSWORD });
+      expect(changed).toBe(true);
+      expectPage(reply, 'login', 401);
+      expect(pageAlert(reply.body)).toBe(WRONG);
+      await expectNoSignIn(reply, sessions);
+      expect(t.oauth.decisions.at(-1)).toMatchObject({ operation: 'login', subject: null, decision: 'deny', reason: 'authentication' });
+      // Signing in with the new password works.
+      const again = await atLogin();
+      expectPage(await again.browser.submit('/oauth/login', { ...again.form, email: victim.email, password: 'a new password, not the old one' }), 'consent');
     });
 
     it('answers an unknown email exactly like a wrong password', async () => {
