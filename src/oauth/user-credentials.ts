@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { Database } from '../storage/schema.js';
 import { findUserCredentials, type UserRecord } from '../storage/users.js';
@@ -9,10 +10,33 @@ let decoyHash: Promise<string> | null = null;
 
 /** The active user with this email and password, or null (unknown email, wrong password, deactivated). */
 export async function verifyUserCredentials(db: Kysely<Database>, email: string, password: string): Promise<UserRecord | null> {
+  return (await checkUserCredentials(db, email, password))?.user ?? null;
+}
+
+/** As verifyUserCredentials, with the stamp of the password that was checked (credentialStamp). */
+export async function checkUserCredentials(
+  db: Kysely<Database>,
+  email: string,
+  password: string,
+): Promise<{ user: UserRecord; credentialStamp: string } | null> {
   const found = await findUserCredentials(db, email);
   decoyHash ??= hashPassword(generateSecret());
   const matches = await verifyPassword(password, found?.passwordHash ?? (await decoyHash));
   if (!found || !matches || !found.active) return null;
-  const { passwordHash: _hash, ...user } = found;
-  return user;
+  const { passwordHash, ...user } = found;
+  return { user, credentialStamp: credentialStamp(passwordHash) };
+}
+
+/**
+ * A value that changes whenever the user's password does (the stored hash has a fresh salt each time), and
+ * says nothing about it: what a known-device cookie is bound to, so that a password change ends them all.
+ */
+export function credentialStamp(passwordHash: string): string {
+  return createHash('sha256').update(passwordHash).digest('base64url');
+}
+
+/** The current credential stamp of the user with this email, or null when there is none. */
+export async function currentCredentialStamp(db: Kysely<Database>, email: string): Promise<string | null> {
+  const found = await findUserCredentials(db, email);
+  return found ? credentialStamp(found.passwordHash) : null;
 }

@@ -9,7 +9,7 @@ import { FORM_EXPIRED } from '../pages/error-page.js';
 import { signedOutPage } from '../pages/logout-pages.js';
 import { hashPassword } from '../passwords.js';
 import { revokeUserClientTokens, revokeUserTokens } from '../tokens/access-token-records.js';
-import { verifyUserCredentials } from '../user-credentials.js';
+import { credentialStamp, currentCredentialStamp, verifyUserCredentials } from '../user-credentials.js';
 import { redirect, requestParams, sendPage, singleParam } from './page-reply.js';
 
 const CONTROL = /[\u0000-\u001f\u007f]/;
@@ -34,7 +34,8 @@ export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): vo
     const { signedIn } = context;
     const current = singleParam(form, 'current_password') ?? '';
     const next = singleParam(form, 'new_password') ?? '';
-    const attempt = { account: signedIn.user.email, address: request.ip, knownDevice: deps.knownDevices.recognize(request.headers.cookie, signedIn.user.email) };
+    const stamp = deps.knownDevices.presented(request.headers.cookie) ? await currentCredentialStamp(deps.db, signedIn.user.email) : null;
+    const attempt = { account: signedIn.user.email, address: request.ip, knownDevice: deps.knownDevices.recognize(request.headers.cookie, signedIn.user.email, stamp) };
     const outcome = await deps.throttle.attempt(attempt, async () => (current.length > 256 ? null : verifyUserCredentials(deps.db, signedIn.user.email, current)));
     if (outcome.throttled) {
       reply.header('retry-after', String(outcome.retryAfterSeconds));
@@ -57,7 +58,10 @@ export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): vo
     recordAccount(deps, request.id, signedIn, 'account.password');
     const started = await deps.sessions.start(signedIn.user.id);
     const renewed = { ...signedIn, sessionId: started.sessionId };
-    return showAccount(deps, reply, renewed, request, { notice: 'Your password was changed. Other devices and applications were signed out.', error: null }, [started.setCookie]);
+    // The change ended every known-device cookie of the account (they are bound to the password); this
+    // browser, which just proved the current one, is known again.
+    const cookies = [started.setCookie, deps.knownDevices.remember(signedIn.user.email, credentialStamp(passwordHash))];
+    return showAccount(deps, reply, renewed, request, { notice: 'Your password was changed. Other devices and applications were signed out.', error: null }, cookies);
   });
 
   scope.post('/oauth/account/applications/revoke', async (request, reply) => {

@@ -8,7 +8,7 @@ import { browserBinding, type SignedIn } from '../browser/sign-in-sessions.js';
 import { errorPage, FORM_EXPIRED } from '../pages/error-page.js';
 import { originOf } from '../pages/html.js';
 import { loginPage } from '../pages/login-page.js';
-import { verifyUserCredentials } from '../user-credentials.js';
+import { checkUserCredentials, currentCredentialStamp } from '../user-credentials.js';
 import { redirect, requestParams, sendPage, singleParam } from './page-reply.js';
 
 const EXPIRED = errorPage(400, 'Sign-in expired', 'This sign-in page has expired or was opened in another browser.', 'Return to the application and start again.');
@@ -43,19 +43,21 @@ export function registerLoginPage(scope: FastifyInstance, deps: PageDeps): void 
     const password = singleParam(form, 'password') ?? '';
     const page: PageRequest = { requestId: request.id, address: request.ip };
     const model = await formModel(deps, interaction, binding.browser);
-    const knownDevice = deps.knownDevices.recognize(request.headers.cookie, email);
+    const stamp = deps.knownDevices.presented(request.headers.cookie) && email !== '' ? await currentCredentialStamp(deps.db, email) : null;
+    const knownDevice = deps.knownDevices.recognize(request.headers.cookie, email, stamp);
     const outcome = await deps.throttle.attempt({ account: email, address: request.ip, knownDevice }, async () =>
-      email === '' || password === '' || password.length > MAX_FIELD ? null : verifyUserCredentials(deps.db, email, password),
+      email === '' || password === '' || password.length > MAX_FIELD ? null : checkUserCredentials(deps.db, email, password),
     );
     if (outcome.throttled) {
       reply.header('retry-after', String(outcome.retryAfterSeconds));
       return sendPage(reply, loginPage({ ...model, email, status: 429, error: `Too many failed sign-ins. Try again in ${Math.ceil(outcome.retryAfterSeconds / 60)} minutes.` }));
     }
-    const user = outcome.value;
-    if (!user) {
+    const checked = outcome.value;
+    if (!checked) {
       recordLogin(deps, page, null, 'deny');
       return sendPage(reply, loginPage({ ...model, email, status: 401, error: 'The email or password is wrong.' }));
     }
+    const { user, credentialStamp } = checked;
     // A fresh session on every sign-in; the one the browser had (another user's, perhaps) ends.
     const previous = await deps.sessions.current(request.headers.cookie);
     if (previous) await deps.sessions.end(previous.sessionId);
@@ -68,7 +70,7 @@ export function registerLoginPage(scope: FastifyInstance, deps: PageDeps): void 
     recordLogin(deps, page, user.id, 'allow');
     const signedIn: SignedIn = { sessionId: started.sessionId, user, authTime: started.authTime };
     // This browser is now known to the account: guesses from elsewhere do not lock it out.
-    const cookies = [started.setCookie, deps.knownDevices.remember(user.email)];
+    const cookies = [started.setCookie, deps.knownDevices.remember(user.email, credentialStamp)];
     return continueAfterSignIn(deps, reply, interaction, signedIn, binding.browser, page, cookies);
   });
 }

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SIGN_IN_LIMITS } from '../../../src/limits/sign-in-throttle.js';
-import type { UserRecord } from '../../../src/storage/users.js';
+import { hashPassword } from '../../../src/oauth/passwords.js';
+import { updatePasswordHash, type UserRecord } from '../../../src/storage/users.js';
 import { DATABASE_KINDS } from '../../helpers/databases.js';
 import { createClient } from '../fixtures.js';
 import { form, FORM } from '../oauth-app.js';
@@ -145,6 +146,16 @@ describe.each(DATABASE_KINDS)('sign-in throttling on %s', { timeout: 90_000 }, (
         const guesses = await Promise.all(Array.from({ length: 8 }, (_, i) => browser.post('/oauth/login', { ...fields, email: victim.email, password: `typo ${i}` })));
         expect(statuses(guesses)).toEqual({ 401: 5, 429: 3 });
         expectLocked(await browser.post('/oauth/login', { ...fields, email: victim.email, password: PASSWORD }));
+      });
+
+      // Last: it changes the victim's password.
+      it('stops recognizing the cookie once the password changes: someone who knew the old one gets no device budget', async () => {
+        const next = 'the victim has a new password now';
+        await updatePasswordHash(t.db.kysely, victim.id, await hashPassword(next), new Date().toISOString());
+        const browser = new Browser(t.oauth.app, '203.0.113.52');
+        browser.cookies.set(DEVICE_COOKIE, known.cookies.get(DEVICE_COOKIE)!);
+        const { fields } = await atLogin('203.0.113.52', browser);
+        expectLocked(await browser.post('/oauth/login', { ...fields, email: victim.email, password: next }));
       });
     });
   });
