@@ -49,10 +49,33 @@ export class BatchCommitError extends Error {
   }
 }
 
+/**
+ * The client registration a request's rows were issued under, as the request saw it (its `updatedAt`). The
+ * commit stores the rows only if the registration is unchanged, reading it in the commit's own transaction
+ * (on PostgreSQL with FOR SHARE): a change that revokes the client's tokens (a secret rotated after a leak)
+ * locks the registration first, so either it commits first and the rows are refused, or it waits for this
+ * commit and revokes them with the rest. Nothing minted under an old secret outlives the rotation.
+ */
+export interface RegistrationGuard {
+  clientRegistrationId: string;
+  updatedAt: string;
+}
+
+/** Why a request's rows were not stored: its client registration changed (or went) before they could be. */
+export class StaleRegistrationError extends Error {
+  readonly code = 'PORTCULLIS_STALE_REGISTRATION';
+
+  constructor() {
+    super('The client registration changed before the rows were committed');
+    this.name = 'StaleRegistrationError';
+  }
+}
+
 interface Waiter {
   rows: readonly BatchedRow[];
+  guard: RegistrationGuard | null;
   resolve(): void;
-  reject(error: BatchCommitError): void;
+  reject(error: BatchCommitError | StaleRegistrationError): void;
 }
 
 /**
@@ -78,26 +101,31 @@ export class TurnBatch {
     this.#db = db;
   }
 
-  /** Resolves when the rows are committed; rejects with BatchCommitError when their commit failed. */
-  write(rows: readonly BatchedRow[]): Promise<void> {
+  /**
+   * Resolves when the rows are committed; rejects with BatchCommitError when their commit failed, and with
+   * StaleRegistrationError (nothing stored) when `guard`'s registration changed meanwhile.
+   */
+  write(rows: readonly BatchedRow[], guard: RegistrationGuard | null = null): Promise<void> {
     return new Promise((resolve, reject) => {
       // The first row of a turn schedules the commit: setImmediate runs after the turn's I/O callbacks.
       if (this.#pending.length === 0) setImmediate(() => this.#commit());
-      this.#pending.push({ rows, resolve, reject });
+      this.#pending.push({ rows, guard, resolve, reject });
     });
   }
 
   #commit(): void {
     const waiters = this.#pending;
     this.#pending = [];
-    const rows = waiters.flatMap((waiter) => waiter.rows);
     const handle = this.#db.sqlite;
     const committed = handle
-      ? this.#db.kysely.connection().execute(async () => commitOnSqlite(handle, rows))
-      : commitOnPostgres(this.#db.kysely, rows);
+      ? this.#db.kysely.connection().execute(async () => commitOnSqlite(handle, waiters))
+      : commitOnPostgres(this.#db.kysely, waiters);
     committed.then(
-      () => {
-        for (const waiter of waiters) waiter.resolve();
+      (stale) => {
+        for (const waiter of waiters) {
+          if (stale.has(waiter)) waiter.reject(new StaleRegistrationError());
+          else waiter.resolve();
+        }
       },
       (error: unknown) => {
         const failed = new BatchCommitError(error);
@@ -107,28 +135,58 @@ export class TurnBatch {
   }
 }
 
-function commitOnSqlite(handle: SqliteHandle, rows: readonly BatchedRow[]): void {
+/** The waiters whose guard no longer matches the registration as `current` reads it (id -> updatedAt). */
+function staleWaiters(waiters: readonly Waiter[], current: ReadonlyMap<string, string>): Set<Waiter> {
+  return new Set(waiters.filter(({ guard }) => guard !== null && current.get(guard.clientRegistrationId) !== guard.updatedAt));
+}
+
+function guardedIds(waiters: readonly Waiter[]): string[] {
+  return [...new Set(waiters.flatMap(({ guard }) => (guard === null ? [] : [guard.clientRegistrationId])))];
+}
+
+function commitOnSqlite(handle: SqliteHandle, waiters: readonly Waiter[]): Set<Waiter> {
   const statements = { accessTokens: handle.prepare(INSERT_SQL.accessTokens), refreshTokens: handle.prepare(INSERT_SQL.refreshTokens) };
-  handle.immediateTransaction(() => {
-    for (const { table, row } of rows) {
-      const values = row as unknown as Record<string, unknown>;
-      statements[table].run(COLUMNS[table].map((column) => values[column]));
+  const registration = handle.prepare('select updated_at from clients where id = ?');
+  // The single writer: a registration read here cannot change before this transaction commits.
+  return handle.immediateTransaction(() => {
+    const current = new Map<string, string>();
+    for (const id of guardedIds(waiters)) {
+      const row = registration.get([id]) as { updated_at: string } | undefined;
+      if (row) current.set(id, row.updated_at);
     }
+    const stale = staleWaiters(waiters, current);
+    for (const waiter of waiters) {
+      if (stale.has(waiter)) continue;
+      for (const { table, row } of waiter.rows) {
+        const values = row as unknown as Record<string, unknown>;
+        statements[table].run(COLUMNS[table].map((column) => values[column]));
+      }
+    }
+    return stale;
   });
 }
 
-async function commitOnPostgres(kysely: Kysely<Database>, rows: readonly BatchedRow[]): Promise<void> {
-  const byTable: { [T in BatchedTable]: Selectable<Database[T]>[] } = { accessTokens: [], refreshTokens: [] };
-  for (const entry of rows) {
-    if (entry.table === 'accessTokens') byTable.accessTokens.push(entry.row);
-    else byTable.refreshTokens.push(entry.row);
-  }
-  await kysely.transaction().execute(async (trx) => {
+async function commitOnPostgres(kysely: Kysely<Database>, waiters: readonly Waiter[]): Promise<Set<Waiter>> {
+  return kysely.transaction().execute(async (trx) => {
+    const ids = guardedIds(waiters);
+    // FOR SHARE: a revocation that locks the registration (revokeClientTokens) waits for this commit, or
+    // this read waits for it and sees the registration as it left it.
+    const registrations = ids.length === 0 ? [] : await trx.selectFrom('clients').select(['id', 'updatedAt']).where('id', 'in', ids).forShare().execute();
+    const stale = staleWaiters(waiters, new Map(registrations.map((row) => [row.id, row.updatedAt])));
+    const byTable: { [T in BatchedTable]: Selectable<Database[T]>[] } = { accessTokens: [], refreshTokens: [] };
+    for (const waiter of waiters) {
+      if (stale.has(waiter)) continue;
+      for (const entry of waiter.rows) {
+        if (entry.table === 'accessTokens') byTable.accessTokens.push(entry.row);
+        else byTable.refreshTokens.push(entry.row);
+      }
+    }
     for (const table of ['accessTokens', 'refreshTokens'] as const) {
       const tableRows = byTable[table];
       for (let start = 0; start < tableRows.length; start += POSTGRES_CHUNK) {
         await trx.insertInto(table).values(tableRows.slice(start, start + POSTGRES_CHUNK)).execute();
       }
     }
+    return stale;
   });
 }

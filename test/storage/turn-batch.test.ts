@@ -3,7 +3,8 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { AccessTokenRow } from '../../src/oauth/tokens/access-token-records.js';
 import { newId } from '../../src/storage/ids.js';
 import type { RefreshTokenRow } from '../../src/storage/refresh-tokens.js';
-import { BatchCommitError, TurnBatch, type BatchedRow } from '../../src/storage/turn-batch.js';
+import { BatchCommitError, StaleRegistrationError, TurnBatch, type BatchedRow } from '../../src/storage/turn-batch.js';
+import { createClient } from '../oauth/fixtures.js';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../helpers/databases.js';
 
 function accessRow(overrides: Partial<AccessTokenRow> = {}): BatchedRow {
@@ -69,6 +70,36 @@ describe.each(DATABASE_KINDS)('rows of one event-loop turn share one commit on %
     await batch.write([access, refresh]);
     expect(await t.db.kysely.selectFrom('accessTokens').selectAll().execute()).toEqual([access.row]);
     expect(await t.db.kysely.selectFrom('refreshTokens').selectAll().execute()).toEqual([refresh.row]);
+  });
+
+  it('stores a guarded write only while its client registration is unchanged, and the rest of the turn regardless', async () => {
+    const { client } = await createClient(t.db);
+    const { client: other } = await createClient(t.db);
+    const seen = { clientRegistrationId: client.id, updatedAt: client.updatedAt };
+    // Unchanged: stored.
+    const first = accessRow({ clientRegistrationId: client.id });
+    await batch.write([first], seen);
+    // Changed since the request read it (a secret rotated): refused, nothing stored; another client's
+    // guarded write and an unguarded one in the same turn are stored.
+    await t.db.kysely.updateTable('clients').set({ updatedAt: '2099-01-01T00:00:00.000Z' }).where('id', '=', client.id).execute();
+    const stale = accessRow({ clientRegistrationId: client.id });
+    const sibling = accessRow({ clientRegistrationId: other.id });
+    const unguarded = accessRow();
+    const results = await Promise.allSettled([
+      batch.write([stale], seen),
+      batch.write([sibling], { clientRegistrationId: other.id, updatedAt: other.updatedAt }),
+      batch.write([unguarded]),
+    ]);
+    expect(results.map((result) => result.status)).toEqual(['rejected', 'fulfilled', 'fulfilled']);
+    expect((results[0] as PromiseRejectedResult).reason).toBeInstanceOf(StaleRegistrationError);
+    const stored = [first, sibling, unguarded].map((row) => (row.row as AccessTokenRow).jti).sort();
+    expect(await jtis()).toEqual(stored);
+    // A deleted registration refuses its writes too.
+    await t.db.kysely.deleteFrom('clients').where('id', '=', other.id).execute();
+    await expect(batch.write([accessRow({ clientRegistrationId: other.id })], { clientRegistrationId: other.id, updatedAt: other.updatedAt })).rejects.toBeInstanceOf(
+      StaleRegistrationError,
+    );
+    expect(await jtis()).toEqual(stored);
   });
 
   it('commits the writes of one turn in one transaction', async () => {

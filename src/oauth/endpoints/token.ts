@@ -23,6 +23,7 @@ import { commitUserGrant, RegistrationChangedError, type CheckedGrant } from '..
 import { revokeGrant } from '../tokens/access-token-records.js';
 import { hasInvalidationSince } from '../../storage/invalidations.js';
 import type { RegisteredClients } from '../registered-clients.js';
+import { StaleRegistrationError } from '../../storage/turn-batch.js';
 
 export interface TokenEndpointDeps {
   db: Db;
@@ -101,7 +102,10 @@ const GRANTS: Readonly<Record<ServedGrantType, (request: GrantRequest) => Promis
   [REFRESH_TOKEN]: async ({ client, params, deps, now }) => issueFor(deps, await grantRefreshToken(deps.db.kysely, client, params, now), now),
   [CLIENT_CREDENTIALS]: async ({ client, params, deps }) => {
     const grant = grantClientCredentials(client, params);
-    const access = await deps.tokens.issueAccessToken({ client, ...grant, grantType: CLIENT_CREDENTIALS });
+    const access = await deps.tokens.issueAccessToken({ client, ...grant, grantType: CLIENT_CREDENTIALS }).catch((error: unknown) => {
+      // Authenticated against a registration that changed meanwhile (a secret rotated after a leak): no token.
+      throw error instanceof StaleRegistrationError ? new RegistrationChangedError() : error;
+    });
     return { access, refreshToken: null, idToken: null, subject: grant.subject };
   },
   [DEVICE_CODE]: async ({ client, params, deps, now }) => issueFor(deps, await grantDeviceCode(deps.db.kysely, client, params, now), now),

@@ -75,12 +75,14 @@ export class TokenService {
   /**
    * Signs or generates the token and commits its row, together with `companions`, in the commit this
    * event-loop turn's tokens share; resolves once that commit is done, rejects with BatchCommitError when
-   * it failed. For tokens that need no check against other rows: client credentials.
+   * it failed and with StaleRegistrationError (nothing stored) when the client's registration changed since
+   * `input.client` was read. For tokens that need no check against other rows: client credentials.
    */
   async issueAccessToken(input: IssueAccessTokenInput, companions: readonly BatchedRow[] = []): Promise<IssuedAccessToken> {
     const prepared = await this.#prepare(input);
     // The signature (on the thread pool) and the commit (at the end of the turn) run side by side.
-    const stored = this.#rows.write([{ table: 'accessTokens', row: prepared.row }, ...companions]);
+    const guard = { clientRegistrationId: input.client.id, updatedAt: input.client.updatedAt };
+    const stored = this.#rows.write([{ table: 'accessTokens', row: prepared.row }, ...companions], guard);
     const [accessToken] = await Promise.all([prepared.token, stored]);
     return { ...prepared.issued, accessToken };
   }

@@ -4,6 +4,8 @@ import type { Config } from '../../../src/config/config.js';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../../helpers/databases.js';
 import { createClient, makeConfig, type TestClient } from '../fixtures.js';
 import { basic, buildOAuthApp, form, FORM, type OAuthApp } from '../oauth-app.js';
+import { digestSecret } from '../../../src/oauth/secrets.js';
+import { revokeClientTokens } from '../../../src/oauth/tokens/access-token-records.js';
 
 const NO_STORE = { 'cache-control': 'no-store', pragma: 'no-cache' };
 const CHALLENGE = 'Basic realm="portcullis"';
@@ -99,6 +101,33 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
       const response = await requestToken({ grant_type: 'client_credentials' }, wrong);
       expectError(response, 401, 'invalid_client', 'Client authentication failed.');
       expect(response.headers['www-authenticate']).toBe(CHALLENGE);
+    });
+
+    it('a token for a secret rotated with its tokens revoked (by another process) while this one still held the old registration: nothing stored', async () => {
+      const leaked = await createClient(t.db);
+      const oldSecret = { authorization: basic(leaked.client.clientId, leaked.secret) };
+      // The registration is held in memory from here on.
+      expect((await requestToken({ grant_type: 'client_credentials' }, oldSecret)).statusCode).toBe(200);
+      // This process has not yet heard of the rotation (its invalidation feed runs four times a second).
+      await oauth.invalidations.stop();
+      try {
+        const newSecret = 'the-secret-issued-by-the-rotation-0123456789';
+        await t.db.kysely.transaction().execute(async (trx) => {
+          await trx.updateTable('clients').set({ secretHash: digestSecret(newSecret), updatedAt: '2099-01-01T00:00:00.000Z' }).where('id', '=', leaked.client.id).execute();
+          await revokeClientTokens(trx, leaked.client.clientId, new Date().toISOString());
+        });
+        const recorded = oauth.decisions.length;
+        const raced = await requestToken({ grant_type: 'client_credentials' }, oldSecret);
+        expectError(raced, 400, 'invalid_grant', 'The client registration changed during the request; send it again.');
+        expect(oauth.decisions.slice(recorded)).toMatchObject([{ operation: 'token', clientId: leaked.client.clientId, decision: 'deny', reason: 'grant' }]);
+        const live = await t.db.kysely.selectFrom('accessTokens').select('jti').where('clientId', '=', leaked.client.clientId).where('revokedAt', 'is', null).execute();
+        expect(live).toEqual([]);
+        // The refusal dropped the held registration: the old secret is refused now, the new one works.
+        expectError(await requestToken({ grant_type: 'client_credentials' }, oldSecret), 401, 'invalid_client', 'Client authentication failed.');
+        expect((await requestToken({ grant_type: 'client_credentials' }, { authorization: basic(leaked.client.clientId, newSecret) })).statusCode).toBe(200);
+      } finally {
+        await oauth.invalidations.start();
+      }
     });
 
     it('a wrong secret sent with client_secret_post', async () => {
