@@ -166,10 +166,20 @@ export function registerTokenEndpoint(scope: FastifyInstance, deps: TokenEndpoin
     if (grantType === undefined) throw new OAuthError('invalid_request', 'grant_type is required.');
     const grant = (supportedGrantTypes(deps.config) as string[]).includes(grantType) ? GRANTS[grantType as ServedGrantType] : undefined;
     if (!grant) throw await unsupportedGrantType(deps, grantType, request.headers.authorization, params, decided);
-    const { client } = await authenticateAudited(deps, request.headers.authorization, params, decided);
+    let { client } = await authenticateAudited(deps, request.headers.authorization, params, decided);
     let issued: Issued;
     try {
-      issued = await grant({ client, params, deps, address: request.ip, now: (deps.clock ?? Date.now)() });
+      try {
+        issued = await grant({ client, params, deps, address: request.ip, now: (deps.clock ?? Date.now)() });
+      } catch (error) {
+        if (!(error instanceof RegistrationChangedError) || grantType !== CLIENT_CREDENTIALS) throw error;
+        // Client credentials use nothing up: authenticated against a registration this process held and
+        // that has changed since (a secret rotated, scopes narrowed), the request is taken once more against
+        // the registration as it is now — a rotated secret then gets invalid_client.
+        deps.clients.forget(client.clientId);
+        ({ client } = await authenticateAudited(deps, request.headers.authorization, params, decided));
+        issued = await grant({ client, params, deps, address: request.ip, now: (deps.clock ?? Date.now)() });
+      }
     } catch (error) {
       // The registration this process holds may be the stale one: the retry the answer asks for reads it anew.
       if (error instanceof RegistrationChangedError) deps.clients.forget(client.clientId);

@@ -103,7 +103,7 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
       expect(response.headers['www-authenticate']).toBe(CHALLENGE);
     });
 
-    it('a token for a secret rotated with its tokens revoked (by another process) while this one still held the old registration: nothing stored', async () => {
+    it('a token for a secret rotated with its tokens revoked (by another process) while this one still held the old registration: nothing stored, 401', async () => {
       const leaked = await createClient(t.db);
       const oldSecret = { authorization: basic(leaked.client.clientId, leaked.secret) };
       // The registration is held in memory from here on.
@@ -117,14 +117,30 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
           await revokeClientTokens(trx, leaked.client.clientId, new Date().toISOString());
         });
         const recorded = oauth.decisions.length;
+        // Authenticated against the held registration, refused at the commit, taken again against the
+        // registration as it is now: the old secret fails there.
         const raced = await requestToken({ grant_type: 'client_credentials' }, oldSecret);
-        expectError(raced, 400, 'invalid_grant', 'The client registration changed during the request; send it again.');
-        expect(oauth.decisions.slice(recorded)).toMatchObject([{ operation: 'token', clientId: leaked.client.clientId, decision: 'deny', reason: 'grant' }]);
+        expectError(raced, 401, 'invalid_client', 'Client authentication failed.');
+        expect(oauth.decisions.slice(recorded)).toMatchObject([{ operation: 'token', clientId: leaked.client.clientId, decision: 'deny', reason: 'authentication' }]);
         const live = await t.db.kysely.selectFrom('accessTokens').select('jti').where('clientId', '=', leaked.client.clientId).where('revokedAt', 'is', null).execute();
         expect(live).toEqual([]);
-        // The refusal dropped the held registration: the old secret is refused now, the new one works.
         expectError(await requestToken({ grant_type: 'client_credentials' }, oldSecret), 401, 'invalid_client', 'Client authentication failed.');
         expect((await requestToken({ grant_type: 'client_credentials' }, { authorization: basic(leaked.client.clientId, newSecret) })).statusCode).toBe(200);
+      } finally {
+        await oauth.invalidations.start();
+      }
+    });
+
+    it('takes a request refused at the commit for a changed registration once more, against the registration as it is now', async () => {
+      const narrowed = await createClient(t.db, { scopes: ['read:posts', 'read:comments'] });
+      const headers = { authorization: basic(narrowed.client.clientId, narrowed.secret) };
+      expect((await requestToken({ grant_type: 'client_credentials' }, headers)).statusCode).toBe(200);
+      await oauth.invalidations.stop();
+      try {
+        await t.db.kysely.updateTable('clients').set({ scopes: JSON.stringify(['read:comments']), updatedAt: '2099-01-01T00:00:00.000Z' }).where('id', '=', narrowed.client.id).execute();
+        const answer = await requestToken({ grant_type: 'client_credentials' }, headers);
+        expect(answer.statusCode).toBe(200);
+        expect(answer.json()).toMatchObject({ token_type: 'Bearer', scope: 'read:comments' });
       } finally {
         await oauth.invalidations.start();
       }
