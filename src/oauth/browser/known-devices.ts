@@ -42,6 +42,12 @@ export class KnownDevices {
     return readCookie(cookieHeader, this.jar.device) !== null;
   }
 
+  /** `recognize` against the account's current stamp, looked up (`stampOf`) only when a device cookie came. */
+  async recognizeCurrent(cookieHeader: string | undefined, account: string, stampOf: (account: string) => Promise<string | null>): Promise<string | null> {
+    if (account === '' || !this.presented(cookieHeader)) return null;
+    return this.recognize(cookieHeader, account, await stampOf(account));
+  }
+
   /**
    * The device's id when the request carries a live device cookie for `account` issued under its current
    * credential stamp, else null (also when the stamp is null: no such account).

@@ -34,8 +34,8 @@ export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): vo
     const { signedIn } = context;
     const current = singleParam(form, 'current_password') ?? '';
     const next = singleParam(form, 'new_password') ?? '';
-    const stamp = deps.knownDevices.presented(request.headers.cookie) ? await currentCredentialStamp(deps.db, signedIn.user.email) : null;
-    const attempt = { account: signedIn.user.email, address: request.ip, knownDevice: deps.knownDevices.recognize(request.headers.cookie, signedIn.user.email, stamp) };
+    const knownDevice = await deps.knownDevices.recognizeCurrent(request.headers.cookie, signedIn.user.email, (account) => currentCredentialStamp(deps.db, account));
+    const attempt = { account: signedIn.user.email, address: request.ip, knownDevice };
     const outcome = await deps.throttle.attempt(attempt, async () => (current.length > 256 ? null : verifyUserCredentials(deps.db, signedIn.user.email, current)));
     if (outcome.throttled) {
       reply.header('retry-after', String(outcome.retryAfterSeconds));

@@ -43,8 +43,7 @@ export function registerLoginPage(scope: FastifyInstance, deps: PageDeps): void 
     const password = singleParam(form, 'password') ?? '';
     const page: PageRequest = { requestId: request.id, address: request.ip };
     const model = await formModel(deps, interaction, binding.browser);
-    const stamp = deps.knownDevices.presented(request.headers.cookie) && email !== '' ? await currentCredentialStamp(deps.db, email) : null;
-    const knownDevice = deps.knownDevices.recognize(request.headers.cookie, email, stamp);
+    const knownDevice = await deps.knownDevices.recognizeCurrent(request.headers.cookie, email, (account) => currentCredentialStamp(deps.db, account));
     const outcome = await deps.throttle.attempt({ account: email, address: request.ip, knownDevice }, async () =>
       email === '' || password === '' || password.length > MAX_FIELD ? null : checkUserCredentials(deps.db, email, password),
     );

@@ -2,7 +2,7 @@ import type { Config } from '../../config/config.js';
 import type { ClientRecord } from '../../storage/clients.js';
 import type { Db } from '../../storage/dialect.js';
 import { newId } from '../../storage/ids.js';
-import { TurnBatch, type BatchedRow } from '../../storage/turn-batch.js';
+import { TurnBatch } from '../../storage/turn-batch.js';
 import type { KeyStore } from '../keys/key-store.js';
 import { digestSecret, generateSecret } from '../secrets.js';
 import {
@@ -73,16 +73,16 @@ export class TokenService {
   }
 
   /**
-   * Signs or generates the token and commits its row, together with `companions`, in the commit this
+   * Signs or generates the token and commits its row in the commit this
    * event-loop turn's tokens share; resolves once that commit is done, rejects with BatchCommitError when
    * it failed and with StaleRegistrationError (nothing stored) when the client's registration changed since
    * `input.client` was read. For tokens that need no check against other rows: client credentials.
    */
-  async issueAccessToken(input: IssueAccessTokenInput, companions: readonly BatchedRow[] = []): Promise<IssuedAccessToken> {
+  async issueAccessToken(input: IssueAccessTokenInput): Promise<IssuedAccessToken> {
     const prepared = await this.#prepare(input);
     // The signature (on the thread pool) and the commit (at the end of the turn) run side by side.
     const guard = { clientRegistrationId: input.client.id, updatedAt: input.client.updatedAt };
-    const stored = this.#rows.write([{ table: 'accessTokens', row: prepared.row }, ...companions], guard);
+    const stored = this.#rows.write([{ table: 'accessTokens', row: prepared.row }], guard);
     const [accessToken] = await Promise.all([prepared.token, stored]);
     return { ...prepared.issued, accessToken };
   }
