@@ -12,16 +12,21 @@
  * shows medians over rounds. Reports tokens/s, p50/p99 latency, server CPU time per token and Portcullis / oidc-provider; a bare
  * Fastify route that answers with a fixed token (servers/bare-token.ts) runs in the first scenario's
  * slices as the floor: what HTTP and the framework alone cost per request here.
+ *
+ * BENCH_SCENARIO=refresh (any part of a scenario's name) measures the scenarios it names only, the floor
+ * with them: a quicker look while working on one of them, not a run for the table in the README.
  */
 import { describeMachine, median, pinLoadGenerator, startServer, stopServer, type Server } from './processes.js';
 import { mintRefreshToken } from './token/authorization-code.js';
 import { mintPortcullisRefreshToken, portcullisRefreshUnavailable } from './token/portcullis-refresh.js';
-import { checkResponse, CLIENT_CREDENTIALS_BODY, SCENARIOS, TOKEN_PATH, type Scenario, type Side } from './token/scenarios.js';
+import { checkResponse, CLIENT_CREDENTIALS_BODY, SCENARIOS as ALL_SCENARIOS, TOKEN_PATH, type Scenario, type Side } from './token/scenarios.js';
 import { CONNECTIONS } from './token/token-load.js';
 import { measureInTurns, type Measurement } from './token/turns.js';
 import { basicAuthorization, JWT_CLIENT, REDIRECT_URI, REFRESH_CLIENT, SCOPE } from './servers/token-clients.js';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 5);
+const SCENARIOS = ALL_SCENARIOS.filter((scenario) => scenario.name.includes(process.env.BENCH_SCENARIO ?? ''));
+if (SCENARIOS.length === 0) throw new Error(`BENCH_SCENARIO=${process.env.BENCH_SCENARIO} names no scenario`);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const SLICES = Number(process.env.BENCH_SLICES ?? 5);
 const WARMUP = 2;

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:token-profile [jwt|opaque]`: where a client-credentials token's CPU time goes inside the
+ * `npm run bench:token-profile [jwt|opaque|refresh]`: where a token's CPU time goes inside the
  * Portcullis server under the load of `bench:token` — V8's sampling profiler over the measured window only
  * (token/profile-on-signal.ts), each sample charged to a stage of the token endpoint or, when no stage is
  * on its stack, to a component (token/cpu-profile.ts). Microseconds per token are the main thread's
@@ -12,12 +12,14 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { cpuMillis, pinLoadGenerator, startServer, stopServer } from './processes.js';
 import { chargeSamples, type CallFrame, type CpuProfile, type Rule } from './token/cpu-profile.js';
-import { formLoad } from './token/token-load.js';
-import { basicAuthorization, JWT_CLIENT, OPAQUE_CLIENT, SCOPE } from './servers/token-clients.js';
+import { CONNECTIONS, formLoad, refreshLoad, type Load } from './token/token-load.js';
+import { mintPortcullisRefreshToken } from './token/portcullis-refresh.js';
+import { basicAuthorization, JWT_CLIENT, OPAQUE_CLIENT, REFRESH_CLIENT, SCOPE } from './servers/token-clients.js';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 5);
 const WARMUP = 3;
-const format = process.argv[2] === 'opaque' ? 'opaque' : 'jwt';
+const SCENARIO_NAMES = { jwt: 'client credentials, JWT', opaque: 'client credentials, opaque', refresh: 'refresh-token rotation, JWT' } as const;
+const scenario: keyof typeof SCENARIO_NAMES = process.argv[2] === 'opaque' || process.argv[2] === 'refresh' ? process.argv[2] : 'jwt';
 
 pinLoadGenerator();
 
@@ -36,6 +38,9 @@ const STAGES: Rule[] = [
   rule('scope selection', inFile('src/oauth/grants/client-credentials')),
   rule('ES256 signing (node:crypto), up to the thread pool', (f) => f.functionName === 'signJwtAccessToken' || f.functionName === 'encodedHeader'),
   rule('token rows: the turn\'s shared commit, outside the statements', inFile('src/storage/turn-batch')),
+  rule('refresh: the token read, checks and claim', inFile('src/oauth/grants/refresh-token')),
+  rule('user grant: its transaction, locks and rows', (f) => f.url.includes('src/oauth/grants/grant-commit') || f.url.includes('src/storage/row-locks') || f.url.includes('src/storage/write-transaction') || f.url.includes('src/storage/refresh-tokens')),
+  rule('user grant: tokens signed, refresh token made', inFile('src/oauth/tokens/user-tokens')),
   rule('issue: id, claims, timestamps, key lookup', (f) => f.url.includes('src/oauth/tokens/') || f.url.includes('src/storage/ids') || f.url.includes('src/oauth/keys/')),
   rule('audit: record the decision', inFile('src/audit/audit-log')),
   rule('audit: batched append (hash chain, SQLite)', (f) => f.url.includes('src/audit/append-events') || f.url.includes('src/audit/chain')),
@@ -63,16 +68,23 @@ const server = await startServer('bench/servers/token-endpoint.ts', {
   nodeOptions: ['--import', './bench/token/profile-on-signal.ts'],
 });
 const pid = server.child.pid!;
-const load = formLoad(
-  `http://127.0.0.1:${server.info.port}/oauth/token`,
-  basicAuthorization(format === 'jwt' ? JWT_CLIENT : OPAQUE_CLIENT),
-  `grant_type=client_credentials&scope=${encodeURIComponent(SCOPE)}`,
-);
+const base = `http://127.0.0.1:${server.info.port}`;
+/** A refresh load spends its chains: each window gets chains of its own, minted outside the measurement. */
+async function prepareLoad(): Promise<Load> {
+  if (scenario !== 'refresh') {
+    const client = scenario === 'jwt' ? JWT_CLIENT : OPAQUE_CLIENT;
+    return formLoad(`${base}/oauth/token`, basicAuthorization(client), `grant_type=client_credentials&scope=${encodeURIComponent(SCOPE)}`);
+  }
+  const chains: string[] = [];
+  for (let i = 0; i < CONNECTIONS; i++) chains.push(await mintPortcullisRefreshToken(base));
+  return refreshLoad(`${base}/oauth/token`, basicAuthorization(REFRESH_CLIENT), chains);
+}
 let profile: CpuProfile;
 let tokens: number;
 let cpuMicros: number;
 try {
-  await load(WARMUP);
+  await (await prepareLoad())(WARMUP);
+  const load = await prepareLoad();
   process.kill(pid, 'SIGUSR2');
   const cpuBefore = cpuMillis(pid);
   const result = await load(DURATION);
@@ -93,7 +105,7 @@ try {
 
 const { charged, busyMicros, unnamed } = chargeSamples(profile, STAGES, COMPONENTS);
 const perToken = (micros: number) => (micros / tokens).toFixed(1);
-console.log(`\nclient credentials, ${format}: ${tokens} tokens in ${DURATION} s (${Math.round(tokens / DURATION)}/s, profiler on)`);
+console.log(`\n${SCENARIO_NAMES[scenario]}: ${tokens} tokens in ${DURATION} s (${Math.round(tokens / DURATION)}/s, profiler on)`);
 console.log(`process CPU (all threads, /proc): ${perToken(cpuMicros)} µs/token; main thread busy (profile): ${perToken(busyMicros)} µs/token\n`);
 console.log('| where | µs/token | share of main thread |');
 console.log('|---|---|---|');

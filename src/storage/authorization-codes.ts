@@ -1,5 +1,5 @@
 import type { Kysely, Selectable } from 'kysely';
-import type { AuthorizationCodeOutcome, AuthorizationCodesTable, Database } from './schema.js';
+import type { AuthorizationCodesTable, Database } from './schema.js';
 
 export type AuthorizationCodeRow = Selectable<AuthorizationCodesTable>;
 
@@ -12,22 +12,3 @@ export async function findAuthorizationCode(db: Kysely<Database>, codeHash: stri
   return (await db.selectFrom('authorizationCodes').selectAll().where('codeHash', '=', codeHash).executeTakeFirst()) ?? null;
 }
 
-/**
- * Marks the code redeemed if nobody has, with what its exchange came to: one conditional UPDATE, so of two
- * concurrent exchanges (on any instance) exactly one wins, and a later presentation learns whether tokens
- * were issued for it. False means the code was already used.
- */
-export async function redeemAuthorizationCode(
-  db: Kysely<Database>,
-  codeHash: string,
-  redeemedAt: string,
-  outcome: Exclude<AuthorizationCodeOutcome, 'withdrawn'>,
-): Promise<boolean> {
-  const result = await db
-    .updateTable('authorizationCodes')
-    .set({ redeemedAt, outcome })
-    .where('codeHash', '=', codeHash)
-    .where('redeemedAt', 'is', null)
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows) === 1;
-}

@@ -35,13 +35,3 @@ export async function recordDevicePoll(db: Kysely<Database>, deviceCodeHash: str
   await db.updateTable('deviceCodes').set({ lastPolledAt: polledAt, intervalSeconds }).where('deviceCodeHash', '=', deviceCodeHash).execute();
 }
 
-/** Marks an approved code redeemed if nobody has; false when it was redeemed already. */
-export async function redeemDeviceCode(db: Kysely<Database>, deviceCodeHash: string): Promise<boolean> {
-  const result = await db
-    .updateTable('deviceCodes')
-    .set({ status: 'redeemed' })
-    .where('deviceCodeHash', '=', deviceCodeHash)
-    .where('status', '=', 'approved')
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows) === 1;
-}

@@ -26,19 +26,6 @@ export async function recordInvalidation(db: Kysely<Database>, kind: Invalidatio
   await db.insertInto('invalidations').values({ kind, target, createdAt: nowIso() }).execute();
 }
 
-/** Whether a change of this kind was recorded for the target at or after `since` (the created_at index finds the window). */
-export async function hasInvalidationSince(db: Kysely<Database>, kind: InvalidationKind, target: string, since: string): Promise<boolean> {
-  const row = await db
-    .selectFrom('invalidations')
-    .select('seq')
-    .where('createdAt', '>=', since)
-    .where('kind', '=', kind)
-    .where('target', '=', target)
-    .limit(1)
-    .executeTakeFirst();
-  return row !== undefined;
-}
-
 /** Events after `afterSeq`, oldest first, at most `limit`. */
 export async function readInvalidations(db: Kysely<Database>, afterSeq: number, limit: number): Promise<Invalidation[]> {
   const rows = await db

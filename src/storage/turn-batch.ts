@@ -1,37 +1,10 @@
 import type { Kysely, Selectable } from 'kysely';
 import type { Db } from './dialect.js';
+import { kyselyGrantStore, sqliteGrantStore, type GrantStore } from './grant-store.js';
 import type { Database } from './schema.js';
 import type { SqliteHandle } from './sqlite-handle.js';
-
-/** The tables whose rows may share a commit with other requests' rows: each row is one request's own insert. */
-export type BatchedTable = 'accessTokens' | 'refreshTokens';
-
-export type BatchedRow = { [T in BatchedTable]: { table: T; row: Selectable<Database[T]> } }[BatchedTable];
-
-/** Every column, in the order of the SQLite statement's parameters. */
-const COLUMNS = {
-  accessTokens: [
-    'jti', 'tokenHash', 'format', 'clientId', 'clientRegistrationId', 'subject', 'subjectType', 'scopes', 'grantType', 'issuedAt', 'expiresAt',
-    'revokedAt', 'grantId',
-  ],
-  refreshTokens: ['tokenHash', 'familyId', 'clientId', 'clientRegistrationId', 'userId', 'scopes', 'authTime', 'issuedAt', 'expiresAt', 'rotatedAt', 'revokedAt'],
-} as const satisfies { [T in BatchedTable]: readonly (keyof Database[T] & string)[] };
-
-// A column added to one of the tables and not to the lists above fails the build here.
-type Unlisted<T extends BatchedTable> = Exclude<keyof Database[T], (typeof COLUMNS)[T][number]>;
-const everyColumnListed: [Unlisted<'accessTokens'>, Unlisted<'refreshTokens'>] extends [never, never] ? true : never = true;
-void everyColumnListed;
-
-const snakeCase = (name: string) => name.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
-const INSERT_SQL: Readonly<Record<BatchedTable, string>> = {
-  accessTokens: insertSql('accessTokens'),
-  refreshTokens: insertSql('refreshTokens'),
-};
-
-function insertSql(table: BatchedTable): string {
-  const columns = COLUMNS[table];
-  return `insert into ${snakeCase(table)} (${columns.map(snakeCase).join(', ')}) values (${columns.map(() => '?').join(', ')})`;
-}
+import type { TokenRow, TokenTable } from './token-rows.js';
+import { writeTransaction } from './write-transaction.js';
 
 /** Rows per multi-row INSERT on PostgreSQL: 13 columns x 1000 rows stays far below its 65,535 parameters. */
 const POSTGRES_CHUNK = 1000;
@@ -71,27 +44,47 @@ export class StaleRegistrationError extends Error {
   }
 }
 
-interface Waiter {
-  rows: readonly BatchedRow[];
+/** Rows to insert, guarded by the registration they were issued under. */
+interface RowsWaiter {
+  kind: 'rows';
+  rows: readonly TokenRow[];
   guard: RegistrationGuard | null;
   resolve(): void;
   reject(error: BatchCommitError | StaleRegistrationError): void;
 }
 
+/** Work that decides against the database (a grant's transaction, grant-commit.ts), run inside the shared commit. */
+interface WorkWaiter {
+  kind: 'work';
+  work(store: GrantStore): Promise<unknown>;
+  resolve(value: unknown): void;
+  reject(error: unknown): void;
+}
+
+type Waiter = RowsWaiter | WorkWaiter;
+
+/** What a work came to inside the transaction; settled on its waiter only once the commit is done. */
+type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+
 /**
- * Commits the rows that requests hand in during one event-loop turn in one transaction, and settles each
- * request's promise once that commit is done: a token is answered only after its row is durable, and a
- * commit costs once per turn what it used to cost per token (the WAL write on SQLite, a round trip and a
- * flush on PostgreSQL). A failed commit fails exactly the requests whose rows were in it.
+ * Commits the rows and work that requests hand in during one event-loop turn in one transaction, and settles
+ * each request's promise once that commit is done: a token is answered only after its row is durable, and a
+ * commit costs once per turn what it used to cost per token (on SQLite writing every page the turn
+ * changed to the WAL; on PostgreSQL a round trip and a flush). A failed commit fails exactly the requests
+ * that were in it.
  *
- * Only inserts of rows that no other request reads before its own request has answered belong here (a
- * token's row is read when the token comes back). Decisions that must be taken against the database —
- * a refresh token's rotation, a code's redemption — stay their own conditional statements.
+ * `write` takes inserts of rows that no other request reads before its own request has answered (a token's
+ * row is read when the token comes back). `transact` takes work that must decide against the database — a
+ * grant using up its code or refresh token and storing its tokens under the user's lock: on SQLite it
+ * joins the turn's transaction (the single writer: nothing else writes between its reads and its writes),
+ * each work in a savepoint of its own so that one that throws leaves nothing behind; on PostgreSQL, where
+ * it takes row locks, it runs in a transaction of its own at once.
  *
- * On SQLite the rows go through prepared statements on the connection Kysely owns, inside
+ * On SQLite everything runs through prepared statements on the connection Kysely owns, inside
  * `kysely.connection()`, so no Kysely transaction is open around them (sqlite-handle.ts): a request never
- * reads another request's uncommitted rows. For the same reason a caller must not wait for `write` while
- * it holds a Kysely transaction or connection itself: the commit would wait for that connection.
+ * reads another request's uncommitted rows. For the same reason a caller must not wait for `write` or
+ * `transact` while it holds a Kysely transaction or connection itself: the commit would wait for that
+ * connection.
  */
 export class TurnBatch {
   readonly #db: Db;
@@ -105,26 +98,45 @@ export class TurnBatch {
    * Resolves when the rows are committed; rejects with BatchCommitError when their commit failed, and with
    * StaleRegistrationError (nothing stored) when `guard`'s registration changed meanwhile.
    */
-  write(rows: readonly BatchedRow[], guard: RegistrationGuard | null = null): Promise<void> {
-    return new Promise((resolve, reject) => {
-      // The first row of a turn schedules the commit: setImmediate runs after the turn's I/O callbacks.
-      if (this.#pending.length === 0) setImmediate(() => this.#commit());
-      this.#pending.push({ rows, guard, resolve, reject });
-    });
+  write(rows: readonly TokenRow[], guard: RegistrationGuard | null = null): Promise<void> {
+    return new Promise((resolve, reject) => this.#enqueue({ kind: 'rows', rows, guard, resolve, reject }));
+  }
+
+  /**
+   * Runs `work` in a write transaction and resolves with what it returned once that transaction has
+   * committed. When it throws, what it wrote is undone and the promise rejects with its error; when the
+   * commit fails, with BatchCommitError.
+   */
+  transact<T>(work: (store: GrantStore) => Promise<T>): Promise<T> {
+    const { kysely, sqlite } = this.#db;
+    if (!sqlite) return writeTransaction(kysely, (trx) => work(kyselyGrantStore(trx)));
+    return new Promise<T>((resolve, reject) => this.#enqueue({ kind: 'work', work, resolve: resolve as (value: unknown) => void, reject }));
+  }
+
+  #enqueue(waiter: Waiter): void {
+    // The first of a turn schedules the commit: setImmediate runs after the turn's I/O callbacks.
+    if (this.#pending.length === 0) setImmediate(() => this.#commit());
+    this.#pending.push(waiter);
   }
 
   #commit(): void {
     const waiters = this.#pending;
     this.#pending = [];
-    const handle = this.#db.sqlite;
-    const committed = handle
-      ? this.#db.kysely.connection().execute(async () => commitOnSqlite(handle, waiters))
-      : commitOnPostgres(this.#db.kysely, waiters);
+    const { kysely, sqlite } = this.#db;
+    const committed = sqlite
+      ? kysely.connection().execute(async () => commitOnSqlite(sqlite, sqliteGrantStore(sqlite, kysely), waiters))
+      : commitOnPostgres(kysely, waiters as RowsWaiter[]);
     committed.then(
-      (stale) => {
+      ({ stale, outcomes }) => {
         for (const waiter of waiters) {
-          if (stale.has(waiter)) waiter.reject(new StaleRegistrationError());
-          else waiter.resolve();
+          if (waiter.kind === 'rows') {
+            if (stale.has(waiter)) waiter.reject(new StaleRegistrationError());
+            else waiter.resolve();
+            continue;
+          }
+          const outcome = outcomes.get(waiter)!;
+          if (outcome.ok) waiter.resolve(outcome.value);
+          else waiter.reject(outcome.error);
         }
       },
       (error: unknown) => {
@@ -135,45 +147,67 @@ export class TurnBatch {
   }
 }
 
+interface Committed {
+  stale: Set<RowsWaiter>;
+  outcomes: Map<WorkWaiter, Outcome>;
+}
+
 /** The waiters whose guard no longer matches the registration as `current` reads it (id -> updatedAt). */
-function staleWaiters(waiters: readonly Waiter[], current: ReadonlyMap<string, string>): Set<Waiter> {
+function staleWaiters(waiters: readonly RowsWaiter[], current: ReadonlyMap<string, string>): Set<RowsWaiter> {
   return new Set(waiters.filter(({ guard }) => guard !== null && current.get(guard.clientRegistrationId) !== guard.updatedAt));
 }
 
-function guardedIds(waiters: readonly Waiter[]): string[] {
+function guardedIds(waiters: readonly RowsWaiter[]): string[] {
   return [...new Set(waiters.flatMap(({ guard }) => (guard === null ? [] : [guard.clientRegistrationId])))];
 }
 
-function commitOnSqlite(handle: SqliteHandle, waiters: readonly Waiter[]): Set<Waiter> {
-  const statements = { accessTokens: handle.prepare(INSERT_SQL.accessTokens), refreshTokens: handle.prepare(INSERT_SQL.refreshTokens) };
-  const registration = handle.prepare('select updated_at from clients where id = ?');
-  // The single writer: a registration read here cannot change before this transaction commits.
-  return handle.immediateTransaction(() => {
+/**
+ * One BEGIN IMMEDIATE for the turn: the single writer, so a registration read here cannot change before
+ * this transaction commits, and a work's reads stay true until its writes. The store's statements run
+ * synchronously; a work awaits nothing else unless a test seam makes it, and meanwhile the connection stays
+ * held, so no other statement of this process runs inside the transaction.
+ */
+async function commitOnSqlite(handle: SqliteHandle, store: GrantStore, waiters: readonly Waiter[]): Promise<Committed> {
+  const run = (sql: string) => handle.prepare(sql).run();
+  const rowWaiters = waiters.filter((waiter): waiter is RowsWaiter => waiter.kind === 'rows');
+  const outcomes = new Map<WorkWaiter, Outcome>();
+  run('begin immediate');
+  try {
     const current = new Map<string, string>();
-    for (const id of guardedIds(waiters)) {
-      const row = registration.get([id]) as { updated_at: string } | undefined;
-      if (row) current.set(id, row.updated_at);
+    for (const id of guardedIds(rowWaiters)) {
+      const updatedAt = await store.lockClientRegistration(id);
+      if (updatedAt !== null) current.set(id, updatedAt);
     }
-    const stale = staleWaiters(waiters, current);
+    const stale = staleWaiters(rowWaiters, current);
+    for (const waiter of rowWaiters) if (!stale.has(waiter)) await store.insertRows(waiter.rows);
     for (const waiter of waiters) {
-      if (stale.has(waiter)) continue;
-      for (const { table, row } of waiter.rows) {
-        const values = row as unknown as Record<string, unknown>;
-        statements[table].run(COLUMNS[table].map((column) => values[column]));
+      if (waiter.kind !== 'work') continue;
+      run('savepoint work');
+      try {
+        outcomes.set(waiter, { ok: true, value: await waiter.work(store) });
+      } catch (error) {
+        run('rollback to work');
+        outcomes.set(waiter, { ok: false, error });
       }
+      run('release work');
     }
-    return stale;
-  });
+    run('commit');
+    return { stale, outcomes };
+  } catch (error) {
+    // SQLite may have rolled back already (a full disk, say); the error that ended the commit is the one to report.
+    if (handle.inTransaction) run('rollback');
+    throw error;
+  }
 }
 
-async function commitOnPostgres(kysely: Kysely<Database>, waiters: readonly Waiter[]): Promise<Set<Waiter>> {
+async function commitOnPostgres(kysely: Kysely<Database>, waiters: readonly RowsWaiter[]): Promise<Committed> {
   return kysely.transaction().execute(async (trx) => {
     const ids = guardedIds(waiters);
     // FOR SHARE: a revocation that locks the registration (revokeClientTokens) waits for this commit, or
     // this read waits for it and sees the registration as it left it.
     const registrations = ids.length === 0 ? [] : await trx.selectFrom('clients').select(['id', 'updatedAt']).where('id', 'in', ids).forShare().execute();
     const stale = staleWaiters(waiters, new Map(registrations.map((row) => [row.id, row.updatedAt])));
-    const byTable: { [T in BatchedTable]: Selectable<Database[T]>[] } = { accessTokens: [], refreshTokens: [] };
+    const byTable: { [T in TokenTable]: Selectable<Database[T]>[] } = { accessTokens: [], refreshTokens: [] };
     for (const waiter of waiters) {
       if (stale.has(waiter)) continue;
       for (const entry of waiter.rows) {
@@ -187,6 +221,6 @@ async function commitOnPostgres(kysely: Kysely<Database>, waiters: readonly Wait
         await trx.insertInto(table).values(tableRows.slice(start, start + POSTGRES_CHUNK)).execute();
       }
     }
-    return stale;
+    return { stale, outcomes: new Map() };
   });
 }

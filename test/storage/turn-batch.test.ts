@@ -3,11 +3,12 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { AccessTokenRow } from '../../src/oauth/tokens/access-token-records.js';
 import { newId } from '../../src/storage/ids.js';
 import type { RefreshTokenRow } from '../../src/storage/refresh-tokens.js';
-import { BatchCommitError, StaleRegistrationError, TurnBatch, type BatchedRow } from '../../src/storage/turn-batch.js';
+import { BatchCommitError, StaleRegistrationError, TurnBatch } from '../../src/storage/turn-batch.js';
+import type { TokenRow } from '../../src/storage/token-rows.js';
 import { createClient } from '../oauth/fixtures.js';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../helpers/databases.js';
 
-function accessRow(overrides: Partial<AccessTokenRow> = {}): BatchedRow {
+function accessRow(overrides: Partial<AccessTokenRow> = {}): TokenRow {
   return {
     table: 'accessTokens',
     row: {
@@ -29,7 +30,7 @@ function accessRow(overrides: Partial<AccessTokenRow> = {}): BatchedRow {
   };
 }
 
-function refreshRow(overrides: Partial<RefreshTokenRow> = {}): BatchedRow {
+function refreshRow(overrides: Partial<RefreshTokenRow> = {}): TokenRow {
   return {
     table: 'refreshTokens',
     row: {

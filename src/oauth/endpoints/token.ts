@@ -20,8 +20,6 @@ import { DEVICE_CODE } from '../device/device-authorization.js';
 import { grantRefreshToken } from '../grants/refresh-token.js';
 import { REFRESH_TOKEN, signUserTokens, type UserTokenDeps } from '../tokens/user-tokens.js';
 import { commitUserGrant, RegistrationChangedError, type CheckedGrant } from '../grants/grant-commit.js';
-import { revokeGrant } from '../tokens/access-token-records.js';
-import { hasInvalidationSince } from '../../storage/invalidations.js';
 import type { RegisteredClients } from '../registered-clients.js';
 import { StaleRegistrationError } from '../../storage/turn-batch.js';
 
@@ -71,35 +69,17 @@ function userTokenDeps(deps: TokenEndpointDeps): UserTokenDeps {
   };
 }
 
-async function issueFor(deps: TokenEndpointDeps, grant: CheckedGrant, now: number): Promise<Issued> {
+async function issueFor(deps: TokenEndpointDeps, grant: CheckedGrant): Promise<Issued> {
   const { tokens: issued, rows } = await signUserTokens(userTokenDeps(deps), grant);
   await deps.beforeGrantCommit?.();
-  await commitUserGrant(deps.db.kysely, grant, rows, deps.duringGrantCommit);
-  await coverConcurrentRevocation(deps, grant.grantId, now);
+  await commitUserGrant(deps.tokens, grant, rows, deps.duringGrantCommit);
   return { ...issued, subject: grant.userId };
-}
-
-/** How far back a revocation by another instance is looked for: more than any clock skew between them. */
-const REVOCATION_LOOKBACK_MS = 60_000;
-
-/**
- * Of two concurrent uses of one code or refresh token, the loser revokes the grant (RFC 9700 §4.14.2). The
- * winner stores its tokens in the transaction that uses the code or token, under the user's lock
- * (grant-commit.ts), so the loser's revocation sees them; once they are committed the winner still looks
- * for a revocation of its grant (revokeReplayedGrant records it first) and revokes again, a second line
- * that costs one indexed read.
- */
-async function coverConcurrentRevocation(deps: TokenEndpointDeps, grantId: string, now: number): Promise<void> {
-  const db = deps.db.kysely;
-  if (!(await hasInvalidationSince(db, 'grant', grantId, new Date(now - REVOCATION_LOOKBACK_MS).toISOString()))) return;
-  await db.transaction().execute((trx) => revokeGrant(trx, grantId, new Date((deps.clock ?? Date.now)()).toISOString()));
-  deps.tokens.evictGrant(grantId);
 }
 
 /** The grants this server implements, by `grant_type` (RFC 6749 §4, RFC 8628 §3.4). Discovery lists the same keys. */
 const GRANTS: Readonly<Record<ServedGrantType, (request: GrantRequest) => Promise<Issued>>> = {
-  [AUTHORIZATION_CODE]: async ({ client, params, deps, now }) => issueFor(deps, await grantAuthorizationCode(deps.db.kysely, client, params, now), now),
-  [REFRESH_TOKEN]: async ({ client, params, deps, now }) => issueFor(deps, await grantRefreshToken(deps.db.kysely, client, params, now), now),
+  [AUTHORIZATION_CODE]: async ({ client, params, deps, now }) => issueFor(deps, await grantAuthorizationCode(deps.db.kysely, client, params, now)),
+  [REFRESH_TOKEN]: async ({ client, params, deps, now }) => issueFor(deps, await grantRefreshToken(deps.db, client, params, now)),
   [CLIENT_CREDENTIALS]: async ({ client, params, deps }) => {
     const grant = grantClientCredentials(client, params);
     const access = await deps.tokens.issueAccessToken({ client, ...grant, grantType: CLIENT_CREDENTIALS }).catch((error: unknown) => {
@@ -108,10 +88,10 @@ const GRANTS: Readonly<Record<ServedGrantType, (request: GrantRequest) => Promis
     });
     return { access, refreshToken: null, idToken: null, subject: grant.subject };
   },
-  [DEVICE_CODE]: async ({ client, params, deps, now }) => issueFor(deps, await grantDeviceCode(deps.db.kysely, client, params, now), now),
+  [DEVICE_CODE]: async ({ client, params, deps, now }) => issueFor(deps, await grantDeviceCode(deps.db.kysely, client, params, now)),
   [PASSWORD]: async ({ client, params, deps, address, now }) => {
     const context = { db: deps.db.kysely, enabled: deps.config.signIn.passwordGrant, throttle: deps.throttle, address, now };
-    return issueFor(deps, await grantPassword(context, client, params), now);
+    return issueFor(deps, await grantPassword(context, client, params));
   },
 };
 

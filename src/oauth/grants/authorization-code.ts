@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { findAuthorizationCode, redeemAuthorizationCode, type AuthorizationCodeRow } from '../../storage/authorization-codes.js';
+import { findAuthorizationCode, type AuthorizationCodeRow } from '../../storage/authorization-codes.js';
 import type { ClientRecord } from '../../storage/clients.js';
 import type { Database } from '../../storage/schema.js';
 import { AUTHORIZATION_CODE } from '../authorize/authorization-request.js';
@@ -46,12 +46,12 @@ export async function grantAuthorizationCode(
     grantType: AUTHORIZATION_CODE,
     authTime: Math.floor(Date.parse(row.authTime) / 1000),
     nonce: row.nonce,
-    claim: async (trx, user) => {
+    claim: async (store, user) => {
       const refusal = invalid ?? (!user || !user.active ? new OAuthError('invalid_grant', 'The user who granted the code can no longer sign in.') : null);
       // Redeemed with what the exchange came to, so that a later presentation is told which.
-      if (!(await redeemAuthorizationCode(trx, codeHash, nowIso, refusal === null ? 'issued' : 'refused'))) {
+      if (!(await store.redeemAuthorizationCode(codeHash, nowIso, refusal === null ? 'issued' : 'refused'))) {
         // Used already, or ended by a revocation of the user's grants: what it issued, if anything, ends.
-        return refuseRedeemedCode(trx, codeHash, row.grantId, row.userId, nowIso);
+        return refuseRedeemedCode(store, codeHash, row.grantId, row.userId, nowIso);
       }
       return refusal;
     },

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { ClientRecord } from '../../storage/clients.js';
-import { findDeviceCode, recordDevicePoll, redeemDeviceCode } from '../../storage/device-codes.js';
+import { findDeviceCode, recordDevicePoll } from '../../storage/device-codes.js';
 import type { Database } from '../../storage/schema.js';
 import { DEVICE_CODE } from '../device/device-authorization.js';
 import { OAuthError } from '../oauth-error.js';
@@ -40,11 +40,10 @@ export async function grantDeviceCode(db: Kysely<Database>, client: ClientRecord
     grantType: DEVICE_CODE,
     authTime: Math.floor(Date.parse(row.authTime ?? new Date(now).toISOString()) / 1000),
     nonce: null,
-    claim: async (trx, user) => {
-      if (!(await redeemDeviceCode(trx, hash))) {
+    claim: async (store, user) => {
+      if (!(await store.redeemDeviceCode(hash))) {
         // Redeemed by a concurrent poll, or the approval ended since it was read (the user signed out everywhere).
-        const current = await findDeviceCode(trx, hash);
-        if (current?.status === 'denied') return new OAuthError('access_denied', 'The user denied the request.');
+        if ((await store.deviceCodeStatus(hash)) === 'denied') return new OAuthError('access_denied', 'The user denied the request.');
         return new OAuthError('invalid_grant', 'The device code was already used.');
       }
       if (!user || !user.active) return new OAuthError('invalid_grant', 'The user who approved the device can no longer sign in.');

@@ -1,9 +1,8 @@
-import type { Kysely } from 'kysely';
-import { lockClientRegistration, lockUser, type LockedUser } from '../../storage/row-locks.js';
-import type { Database } from '../../storage/schema.js';
-import { writeTransaction } from '../../storage/write-transaction.js';
+import type { GrantStore } from '../../storage/grant-store.js';
+import type { LockedUser } from '../../storage/row-locks.js';
 import { OAuthError } from '../oauth-error.js';
-import { insertUserTokenRows, type UserGrant, type UserTokenRows } from '../tokens/user-tokens.js';
+import type { TokenService } from '../tokens/token-service.js';
+import { tokenRows, type UserGrant, type UserTokenRows } from '../tokens/user-tokens.js';
 
 /** A user grant whose request was checked; what remains is to use it up and store its tokens. */
 export interface CheckedGrant extends UserGrant {
@@ -12,7 +11,7 @@ export interface CheckedGrant extends UserGrant {
    * still may be, and checks the user. Returns the refusal to answer with (thrown once the transaction
    * commits, so what it wrote stays: a burnt code, a revoked family), or null to store the tokens.
    */
-  claim(trx: Kysely<Database>, user: LockedUser | null): Promise<OAuthError | null>;
+  claim(store: GrantStore, user: LockedUser | null): Promise<OAuthError | null>;
 }
 
 /**
@@ -29,8 +28,10 @@ export interface CheckedGrant extends UserGrant {
  * dead") because it leaves no window by construction, adds nothing to token verification (a cut-off would
  * be one more lookup on every cache miss, compared across instances' clocks), and costs only the lock: a
  * user's grants are rare and short, and a client's grants for different users share its lock. Signing
- * happens before the transaction, so the locks are held for a few statements. `beforeInsert` is a test
- * seam: a revocation started there must wait for this commit and then revoke what it stored.
+ * happens before the transaction, so the locks are held for a few statements. On SQLite the transaction is
+ * the one this event-loop turn's token rows share (turn-batch.ts), where the write lock is the lock.
+ * `beforeInsert` is a test seam: a revocation started there must wait for this commit and then revoke what
+ * it stored.
  */
 /** The client's registration changed while a grant ran: nothing was used up, and a retry reads it anew. */
 export class RegistrationChangedError extends OAuthError {
@@ -39,19 +40,17 @@ export class RegistrationChangedError extends OAuthError {
   }
 }
 
-export async function commitUserGrant(db: Kysely<Database>, grant: CheckedGrant, rows: UserTokenRows, beforeInsert?: () => Promise<void>): Promise<void> {
-  const refusal = await writeTransaction(db, async (trx) => {
-    const user = await lockUser(trx, grant.userId);
-    const registration = await lockClientRegistration(trx, grant.client.id);
+export async function commitUserGrant(tokens: TokenService, grant: CheckedGrant, rows: UserTokenRows, beforeInsert?: () => Promise<void>): Promise<void> {
+  const refusal = await tokens.transact(async (store) => {
+    const user = await store.lockUser(grant.userId);
+    const registrationUpdatedAt = await store.lockClientRegistration(grant.client.id);
     // Deleted, or changed (a new secret, fewer scopes) since the client authenticated: nothing is used up
     // (the transaction rolls back) and the client asks again under its registration as it is now.
-    if (registration === undefined || registration.updatedAt !== grant.client.updatedAt) {
-      throw new RegistrationChangedError();
-    }
-    const refused = await grant.claim(trx, user);
+    if (registrationUpdatedAt !== grant.client.updatedAt) throw new RegistrationChangedError();
+    const refused = await grant.claim(store, user);
     if (refused !== null) return refused;
     await beforeInsert?.();
-    await insertUserTokenRows(trx, rows);
+    await store.insertRows(tokenRows(rows));
     return null;
   });
   if (refusal !== null) throw refusal;

@@ -1,8 +1,5 @@
-import type { Kysely } from 'kysely';
-import { findAuthorizationCode } from '../../storage/authorization-codes.js';
-import type { Database } from '../../storage/schema.js';
+import type { GrantStore } from '../../storage/grant-store.js';
 import { OAuthError } from '../oauth-error.js';
-import { revokeGrant } from '../tokens/access-token-records.js';
 import { GrantReuseError } from './grant-reuse-error.js';
 
 /**
@@ -12,14 +9,14 @@ import { GrantReuseError } from './grant-reuse-error.js';
  * §4.5.3.1): its grant is revoked.
  * A code burnt by a failed exchange, or withdrawn with the user's grants, issued nothing.
  */
-export async function refuseRedeemedCode(db: Kysely<Database>, codeHash: string, grantId: string, userId: string, now: string): Promise<OAuthError> {
-  const outcome = (await findAuthorizationCode(db, codeHash))?.outcome ?? 'issued';
+export async function refuseRedeemedCode(store: GrantStore, codeHash: string, grantId: string, userId: string, now: string): Promise<OAuthError> {
+  const outcome = (await store.authorizationCodeOutcome(codeHash)) ?? 'issued';
   if (outcome === 'refused') {
     return new OAuthError('invalid_grant', 'This code was already presented in a failed exchange; start the authorization again.');
   }
   if (outcome === 'withdrawn') {
     return new OAuthError('invalid_grant', "This code was withdrawn before it was exchanged (the user's grants were ended); start the authorization again.");
   }
-  await revokeGrant(db, grantId, now);
+  await store.revokeGrant(grantId, now);
   return new GrantReuseError(grantId, userId, 'The code was already used; the tokens issued for it are revoked.');
 }

@@ -1,11 +1,11 @@
-import type { Kysely } from 'kysely';
 import type { ClientRecord } from '../../storage/clients.js';
-import { findRefreshToken, rotateRefreshToken, type RefreshTokenRow } from '../../storage/refresh-tokens.js';
-import type { Database } from '../../storage/schema.js';
+import type { Db } from '../../storage/dialect.js';
+import { grantReadStore } from '../../storage/grant-store.js';
+import type { RefreshTokenRow } from '../../storage/refresh-tokens.js';
 import { OAuthError } from '../oauth-error.js';
 import { checkScopesAllowed, parseScope } from '../scope-parameter.js';
 import { digestSecret } from '../secrets.js';
-import { revokeGrant, revokeReplayedGrant } from '../tokens/access-token-records.js';
+import { revokeReplayedGrant } from '../tokens/access-token-records.js';
 import { REFRESH_TOKEN } from '../tokens/user-tokens.js';
 import type { CheckedGrant } from './grant-commit.js';
 import { GrantReuseError } from './grant-reuse-error.js';
@@ -18,7 +18,7 @@ import { GrantReuseError } from './grant-reuse-error.js';
  * as reuse.
  */
 export async function grantRefreshToken(
-  db: Kysely<Database>,
+  db: Db,
   client: ClientRecord,
   params: Readonly<Record<string, string>>,
   now: number,
@@ -27,7 +27,7 @@ export async function grantRefreshToken(
   const presented = params.refresh_token;
   if (presented === undefined) throw new OAuthError('invalid_request', 'refresh_token is required.');
   const tokenHash = digestSecret(presented);
-  const row = await findRefreshToken(db, tokenHash);
+  const row = await grantReadStore(db).findRefreshToken(tokenHash);
   if (!row || row.clientRegistrationId !== client.id) throw new OAuthError('invalid_grant', 'The refresh token is not valid.');
   if (row.revokedAt !== null) throw new OAuthError('invalid_grant', 'The refresh token was revoked.');
   if (Date.parse(row.expiresAt) <= now) throw new OAuthError('invalid_grant', 'The refresh token has expired.');
@@ -51,12 +51,12 @@ export async function grantRefreshToken(
     grantType: REFRESH_TOKEN,
     authTime: Math.floor(Date.parse(row.authTime) / 1000),
     nonce: null,
-    claim: async (trx, user) => {
-      if (!(await rotateRefreshToken(trx, tokenHash, nowIso))) {
+    claim: async (store, user) => {
+      if (!(await store.rotateRefreshToken(tokenHash, nowIso))) {
         // Revoked since it was read (the user signed out everywhere, say) is no reuse; rotated is.
-        const current = await findRefreshToken(trx, tokenHash);
+        const current = await store.refreshTokenState(tokenHash);
         if (current?.revokedAt != null && current.rotatedAt === null) return new OAuthError('invalid_grant', 'The refresh token was revoked.');
-        await revokeGrant(trx, row.familyId, nowIso);
+        await store.revokeGrant(row.familyId, nowIso);
         return reuseError(row);
       }
       if (!user || !user.active) return new OAuthError('invalid_grant', 'The user can no longer sign in.');
@@ -65,8 +65,8 @@ export async function grantRefreshToken(
   };
 }
 
-async function replayed(db: Kysely<Database>, row: RefreshTokenRow, nowIso: string): Promise<never> {
-  await revokeReplayedGrant(db, row.familyId, nowIso);
+async function replayed(db: Db, row: RefreshTokenRow, nowIso: string): Promise<never> {
+  await revokeReplayedGrant(db.kysely, row.familyId, row.userId, nowIso);
   throw reuseError(row);
 }
 

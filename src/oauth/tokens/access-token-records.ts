@@ -1,7 +1,9 @@
 import type { Kysely, Selectable } from 'kysely';
 import type { AccessTokensTable, Database } from '../../storage/schema.js';
 import { recordInvalidation } from '../../storage/invalidations.js';
+import { kyselyGrantStore } from '../../storage/grant-store.js';
 import { lockClientForRevocation, lockUserForRevocation } from '../../storage/row-locks.js';
+import { writeTransaction } from '../../storage/write-transaction.js';
 
 /**
  * Rows of `access_tokens`: one per issued token of either format. JWTs are self-contained, but the row
@@ -43,19 +45,20 @@ export async function purgeExpiredAccessTokens(db: Kysely<Database>, before: str
  * reused refresh token, a revocation of the refresh token, the user withdrawing consent).
  */
 export async function revokeGrant(db: Kysely<Database>, grantId: string, revokedAt: string): Promise<void> {
-  await db.updateTable('accessTokens').set({ revokedAt }).where('grantId', '=', grantId).where('revokedAt', 'is', null).execute();
-  await db.updateTable('refreshTokens').set({ revokedAt }).where('familyId', '=', grantId).where('revokedAt', 'is', null).execute();
-  await recordInvalidation(db, 'grant', grantId);
+  await kyselyGrantStore(db).revokeGrant(grantId, revokedAt);
 }
 
 /**
- * Ends a grant whose refresh token was found used already. The winner stored its tokens in the same
- * transaction that used the token (grants/grant-commit.ts), so they exist by now; the invalidation is still
- * recorded first, on its own, so that a winner that finds it afterwards (token.ts) revokes again.
+ * Ends a grant whose refresh token was found used already, under the user's lock like every revocation by
+ * user: a refresh of the same family in progress (its holder's) commits first and its new tokens are
+ * revoked here, or runs after and finds its token revoked. The grant that used the token stored its
+ * tokens in the same transaction (grants/grant-commit.ts), so they exist by now.
  */
-export async function revokeReplayedGrant(db: Kysely<Database>, grantId: string, revokedAt: string): Promise<void> {
-  await recordInvalidation(db, 'grant', grantId);
-  await db.transaction().execute((trx) => revokeGrant(trx, grantId, revokedAt));
+export async function revokeReplayedGrant(db: Kysely<Database>, grantId: string, userId: string, revokedAt: string): Promise<void> {
+  await writeTransaction(db, async (trx) => {
+    await lockUserForRevocation(trx, userId);
+    await revokeGrant(trx, grantId, revokedAt);
+  });
 }
 
 /**

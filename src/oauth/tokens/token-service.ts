@@ -2,6 +2,7 @@ import type { Config } from '../../config/config.js';
 import type { ClientRecord } from '../../storage/clients.js';
 import type { Db } from '../../storage/dialect.js';
 import { newId } from '../../storage/ids.js';
+import type { GrantStore } from '../../storage/grant-store.js';
 import { TurnBatch } from '../../storage/turn-batch.js';
 import type { KeyStore } from '../keys/key-store.js';
 import { digestSecret, generateSecret } from '../secrets.js';
@@ -131,6 +132,14 @@ export class TokenService {
       grantId: input.grantId ?? null,
     };
     return { issued: { tokenType: 'Bearer', expiresIn, scope, jti }, token, row };
+  }
+
+  /**
+   * Runs a user grant's transaction (grants/grant-commit.ts) where this turn's token rows are committed:
+   * on SQLite inside their shared commit, on PostgreSQL in a transaction of its own (turn-batch.ts).
+   */
+  transact<T>(work: (store: GrantStore) => Promise<T>): Promise<T> {
+    return this.#rows.transact(work);
   }
 
   /** The token as verified before, while it is cached and unexpired; null means "call verifyAccessToken". */

@@ -1,11 +1,12 @@
 import type { Kysely } from 'kysely';
 import type { ClientRecord } from '../../storage/clients.js';
-import { insertRefreshToken, type RefreshTokenRow } from '../../storage/refresh-tokens.js';
+import type { RefreshTokenRow } from '../../storage/refresh-tokens.js';
+import type { TokenRow } from '../../storage/token-rows.js';
 import type { Database } from '../../storage/schema.js';
 import type { KeyStore } from '../keys/key-store.js';
 import { digestSecret, generateSecret } from '../secrets.js';
 import { signIdToken } from './id-token.js';
-import { insertAccessToken, type AccessTokenRow } from './access-token-records.js';
+import type { AccessTokenRow } from './access-token-records.js';
 import type { IssuedAccessToken, TokenService } from './token-service.js';
 
 export const REFRESH_TOKEN = 'refresh_token';
@@ -115,7 +116,8 @@ export async function signUserTokens(deps: UserTokenDeps, grant: UserGrant): Pro
   return { tokens: { access, refreshToken, idToken }, rows: { access: accessRow, refresh: refreshRow } };
 }
 
-export async function insertUserTokenRows(db: Kysely<Database>, rows: UserTokenRows): Promise<void> {
-  await insertAccessToken(db, rows.access);
-  if (rows.refresh !== null) await insertRefreshToken(db, rows.refresh);
+/** The rows in the shape the grant's store inserts. */
+export function tokenRows(rows: UserTokenRows): TokenRow[] {
+  const access: TokenRow = { table: 'accessTokens', row: rows.access };
+  return rows.refresh === null ? [access] : [access, { table: 'refreshTokens', row: rows.refresh }];
 }

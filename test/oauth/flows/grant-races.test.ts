@@ -332,6 +332,20 @@ describe.each(DATABASE_KINDS)('grants racing revocations on %s', (kind) => {
     await expectAlive(second);
   });
 
+  it('ends the family when a spent refresh token is replayed while its holder refreshes: the holder\'s new tokens never work', async () => {
+    const user = await createUser(app.db);
+    const { tokens: first } = await signedInWithTokens(user);
+    const second = expectTokens(await refresh(app, web, first.refresh_token!), { scope: SCOPE, refreshToken: true, idToken: true });
+    // The holder's refresh with the current token is inside its transaction (token used, new tokens not yet
+    // stored) when the spent one comes back: the revocation of the family must wait and then end them too.
+    const reply = await race(during, () => refresh(app, web, second.refresh_token!), async () => {
+      expectTokenError(await refresh(app, web, first.refresh_token!), 400, 'invalid_grant', 'The refresh token was already used; its family is revoked.');
+    });
+    const third = expectTokens(reply, { scope: SCOPE, refreshToken: true, idToken: true });
+    await expectDead(third);
+    await expectNothingLive(user.id);
+  });
+
   it('leaves another user\'s refresh, held inside its transaction, alone when one user signs out everywhere', async () => {
     const [leaving, staying] = [await createUser(app.db), await createUser(app.db)];
     const { browser } = await signedInWithTokens(leaving);
