@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /** 256 bits: the floor for every secret this server generates (client secrets, opaque and refresh tokens). */
 const MIN_SECRET_BYTES = 32;
@@ -21,7 +21,8 @@ export function generateSecret(bytes: number = MIN_SECRET_BYTES): string {
  * indexed column. User passwords are different: they use `hashPassword` (scrypt).
  */
 export function digestSecret(secret: string): string {
-  return createHash('sha256').update(secret, 'utf8').digest('hex');
+  // The one-shot form: a third of createHash's cost, on every token request (the client secret, the token).
+  return hash('sha256', secret, 'hex');
 }
 
 /** Whether `secret` matches a stored digest, compared in constant time. */

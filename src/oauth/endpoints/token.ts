@@ -102,9 +102,16 @@ const REFUSALS: Readonly<Partial<Record<OAuthErrorCode, AuditDecision['reason']>
   invalid_grant: 'grant',
 };
 
+const supportedByConfig = new WeakMap<Config, readonly ServedGrantType[]>();
+
 /** Grant types a client can use here; the password grant only when the server enables it. */
-export function supportedGrantTypes(config: Config): ServedGrantType[] {
-  return SERVED_GRANT_TYPES.filter((grantType) => grantType !== PASSWORD || config.signIn.passwordGrant);
+export function supportedGrantTypes(config: Config): readonly ServedGrantType[] {
+  let supported = supportedByConfig.get(config);
+  if (!supported) {
+    supported = Object.freeze(SERVED_GRANT_TYPES.filter((grantType) => grantType !== PASSWORD || config.signIn.passwordGrant));
+    supportedByConfig.set(config, supported);
+  }
+  return supported;
 }
 
 export type RecordDecision = (decision: Omit<AuditDecision, 'requestId' | 'interface' | 'operation'>) => void;
@@ -144,7 +151,7 @@ export function registerTokenEndpoint(scope: FastifyInstance, deps: TokenEndpoin
     const decided: RecordDecision = (decision) =>
       deps.audit.record({ requestId: request.id, interface: 'oauth', operation: 'token', sourceAddress: request.ip, ...decision });
     if (grantType === undefined) throw new OAuthError('invalid_request', 'grant_type is required.');
-    const grant = (supportedGrantTypes(deps.config) as string[]).includes(grantType) ? GRANTS[grantType as ServedGrantType] : undefined;
+    const grant = (supportedGrantTypes(deps.config) as readonly string[]).includes(grantType) ? GRANTS[grantType as ServedGrantType] : undefined;
     if (!grant) throw await unsupportedGrantType(deps, grantType, request.headers.authorization, params, decided);
     let { client } = await authenticateAudited(deps, request.headers.authorization, params, decided);
     let issued: Issued;
