@@ -13,18 +13,21 @@ export async function verifyUserCredentials(db: Kysely<Database>, email: string,
   return (await checkUserCredentials(db, email, password))?.user ?? null;
 }
 
-/** As verifyUserCredentials, with the stamp of the password that was checked (credentialStamp). */
+/**
+ * As verifyUserCredentials, with the stamp of the password that was checked (credentialStamp) and how many
+ * times the user's tokens had been revoked then (a grant compares it under the user's lock).
+ */
 export async function checkUserCredentials(
   db: Kysely<Database>,
   email: string,
   password: string,
-): Promise<{ user: UserRecord; credentialStamp: string } | null> {
+): Promise<{ user: UserRecord; credentialStamp: string; revocations: number } | null> {
   const found = await findUserCredentials(db, email);
   decoyHash ??= hashPassword(generateSecret());
   const matches = await verifyPassword(password, found?.passwordHash ?? (await decoyHash));
   if (!found || !matches || !found.active) return null;
-  const { passwordHash, ...user } = found;
-  return { user, credentialStamp: credentialStamp(passwordHash) };
+  const { passwordHash, revocations, ...user } = found;
+  return { user, credentialStamp: credentialStamp(passwordHash), revocations };
 }
 
 /**

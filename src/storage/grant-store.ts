@@ -33,8 +33,11 @@ export interface GrantStore {
   /** Marks an approved device code redeemed; false when it is not approved (any more). */
   redeemDeviceCode(deviceCodeHash: string): Promise<boolean>;
   deviceCodeStatus(deviceCodeHash: string): Promise<string | null>;
-  /** Ends one user grant: its access tokens and refresh family, with the invalidation every server follows. */
-  revokeGrant(grantId: string, revokedAt: string): Promise<void>;
+  /**
+   * Ends one user grant: its access tokens and refresh family, with the invalidation every server follows.
+   * False when nothing was left to end (a replay of a grant revoked already): then nothing is written.
+   */
+  revokeGrant(grantId: string, revokedAt: string): Promise<boolean>;
   insertRows(rows: readonly TokenRow[]): Promise<void>;
 }
 
@@ -48,7 +51,7 @@ const P = '';
 const STATEMENTS = {
   // NO KEY UPDATE conflicts with an UPDATE of the user (a password or status change) and with itself.
   lockUser: (db: Kysely<Database>) => {
-    const query = db.selectFrom('users').select(['active', 'updatedAt']).where('id', '=', P);
+    const query = db.selectFrom('users').select(['active', 'updatedAt', 'revocations']).where('id', '=', P);
     return isSqlite(db) ? query : query.forNoKeyUpdate();
   },
   // FOR SHARE: grants of many users to one client go on side by side; a revocation by client waits.
@@ -136,8 +139,8 @@ class StatementGrantStore implements GrantStore {
   }
 
   async lockUser(userId: string): Promise<LockedUser | null> {
-    const row = await this.#run.row<{ active: boolean | number; updatedAt: string }>('lockUser', [userId]);
-    return row ? { active: Boolean(row.active), updatedAt: row.updatedAt } : null;
+    const row = await this.#run.row<{ active: boolean | number; updatedAt: string; revocations: number | string }>('lockUser', [userId]);
+    return row ? { active: Boolean(row.active), updatedAt: row.updatedAt, revocations: Number(row.revocations) } : null;
   }
 
   async lockClientRegistration(clientRegistrationId: string): Promise<string | null> {
@@ -177,10 +180,12 @@ class StatementGrantStore implements GrantStore {
     return row?.status ?? null;
   }
 
-  async revokeGrant(grantId: string, revokedAt: string): Promise<void> {
-    await this.#run.changes('revokeGrantAccessTokens', [revokedAt, grantId]);
-    await this.#run.changes('revokeGrantRefreshTokens', [revokedAt, grantId]);
+  async revokeGrant(grantId: string, revokedAt: string): Promise<boolean> {
+    const accessTokens = await this.#run.changes('revokeGrantAccessTokens', [revokedAt, grantId]);
+    const refreshTokens = await this.#run.changes('revokeGrantRefreshTokens', [revokedAt, grantId]);
+    if (accessTokens + refreshTokens === 0) return false;
     await this.#run.changes('recordInvalidation', ['grant', grantId, nowIso()]);
+    return true;
   }
 
   async insertRows(rows: readonly TokenRow[]): Promise<void> {

@@ -8,6 +8,7 @@ import { tokenBindingAndInvalidations } from './migrations/005-token-binding-and
 import { auditAggregatesAndCheckpoints } from './migrations/006-audit-aggregates-checkpoints.js';
 import { userSignIn } from './migrations/007-user-sign-in.js';
 import { authorizationCodeOutcome } from './migrations/008-authorization-code-outcome.js';
+import { userRevocations } from './migrations/009-user-revocations.js';
 
 /** The ordered migration set. Names sort in application order; never rename or edit a shipped one. */
 function migrationsFor(db: Db): Record<string, Migration> {
@@ -20,6 +21,7 @@ function migrationsFor(db: Db): Record<string, Migration> {
     '006-audit-aggregates-checkpoints': auditAggregatesAndCheckpoints(db.dialect),
     '007-user-sign-in': userSignIn(db.dialect),
     '008-authorization-code-outcome': authorizationCodeOutcome,
+    '009-user-revocations': userRevocations,
   };
 }
 

@@ -12,24 +12,33 @@ import { isSqlite } from './write-transaction.js';
  * a cycle.
  */
 
-/** The user as the grant's transaction sees it once locked; `updatedAt` moves with every change (a new password). */
+/**
+ * The user as the grant's transaction sees it once locked; `updatedAt` moves with every change (a new
+ * password), `revocations` with every revocation of the user's tokens (revokeUserTokens, revokeUserClientTokens).
+ */
 export interface LockedUser {
   active: boolean;
   updatedAt: string;
+  revocations: number;
 }
 
 /** The grant's lock on its user: against every other grant and every revocation of the user. Null: no such user. */
 export async function lockUser(db: Kysely<Database>, userId: string): Promise<LockedUser | null> {
-  let query = db.selectFrom('users').select(['active', 'updatedAt']).where('id', '=', userId);
+  let query = db.selectFrom('users').select(['active', 'updatedAt', 'revocations']).where('id', '=', userId);
   // NO KEY UPDATE conflicts with an UPDATE of the row (a password or status change) and with itself.
   if (!isSqlite(db)) query = query.forNoKeyUpdate();
   const row = await query.executeTakeFirst();
-  return row ? { active: Boolean(row.active), updatedAt: row.updatedAt } : null;
+  return row ? { active: Boolean(row.active), updatedAt: row.updatedAt, revocations: Number(row.revocations) } : null;
 }
 
-/** A revocation by user takes the grant's lock first: grants in progress finish before it, later ones wait for it. */
-export async function lockUserForRevocation(db: Kysely<Database>, userId: string): Promise<void> {
-  if (!isSqlite(db)) await db.selectFrom('users').select('id').where('id', '=', userId).forNoKeyUpdate().execute();
+/**
+ * A revocation by user takes the grant's lock first: grants in progress finish before it, later ones wait
+ * for it. With `counted`, it is a revocation of the user's tokens and counts itself in `users.revocations`
+ * (the UPDATE is the lock), so that a grant that checked the user before it and commits after it is refused.
+ */
+export async function lockUserForRevocation(db: Kysely<Database>, userId: string, counted = false): Promise<void> {
+  if (counted) await db.updateTable('users').set((eb) => ({ revocations: eb('revocations', '+', 1) })).where('id', '=', userId).execute();
+  else if (!isSqlite(db)) await db.selectFrom('users').select('id').where('id', '=', userId).forNoKeyUpdate().execute();
 }
 
 /**

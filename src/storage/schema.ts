@@ -14,6 +14,8 @@ export interface UsersTable {
   passwordHash: string;
   createdAt: string;
   updatedAt: string;
+  /** Times the user's tokens were revoked (migration 009); never part of the user's representation. */
+  revocations: Generated<number>;
 }
 
 export interface PostsTable {

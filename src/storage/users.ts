@@ -13,7 +13,7 @@ export interface UserRecord {
   updatedAt: string;
 }
 
-export function toUserRecord(row: Selectable<UsersTable>): UserRecord {
+export function toUserRecord(row: Omit<Selectable<UsersTable>, 'revocations'>): UserRecord {
   return {
     id: row.id,
     email: row.email,
@@ -36,9 +36,9 @@ export async function findUserById(db: Kysely<Database>, id: string): Promise<Us
 export async function findUserCredentials(
   db: Kysely<Database>,
   email: string,
-): Promise<(UserRecord & { passwordHash: string }) | null> {
+): Promise<(UserRecord & { passwordHash: string; revocations: number }) | null> {
   const row = await findUserRowByEmail(db, email);
-  return row ? { ...toUserRecord(row), passwordHash: row.passwordHash } : null;
+  return row ? { ...toUserRecord(row), passwordHash: row.passwordHash, revocations: Number(row.revocations) } : null;
 }
 
 export async function insertUser(

@@ -18,15 +18,16 @@ export async function writeTransaction<T>(db: Kysely<Database>, work: (trx: Kyse
   if (!isSqlite(db)) return db.transaction().execute(work);
   return db.connection().execute(async (connection) => {
     await sql`begin immediate`.execute(connection);
-    let result: T;
     try {
-      result = await work(connection);
+      const result = await work(connection);
+      await sql`commit`.execute(connection);
+      return result;
     } catch (error) {
-      // SQLite may have rolled back already (a full disk, say); the error that ended the work is the one to report.
+      // SQLite may have rolled back already (a full disk, say); the error that ended the work or the commit
+      // is the one to report. A failed COMMIT leaves the transaction open: without this rollback the shared
+      // connection would refuse every later BEGIN.
       await sql`rollback`.execute(connection).catch(() => {});
       throw error;
     }
-    await sql`commit`.execute(connection);
-    return result;
   });
 }

@@ -1,4 +1,6 @@
+import { sql } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { writeTransaction } from '../../src/storage/write-transaction.js';
 import { AuditLog } from '../../src/audit/audit-log.js';
 import { sampleDecision, SILENT_LOGGER } from '../helpers/audit.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
@@ -59,5 +61,21 @@ describe('direct SQLite statements beside Kysely transactions', () => {
     const rows = await t.app.db.kysely.selectFrom('auditEvents').select(['id', 'requestId']).orderBy('seq').execute();
     expect(rows.length).toBe(before.length + 1);
     expect(rows.at(-1)!.requestId).toBe('req-1');
+  });
+
+  it('rolls back a write transaction whose COMMIT fails, so the shared connection takes the next one', async () => {
+    const db = t.app.db.kysely;
+    // Foreign keys checked at COMMIT: a comment on no post makes the COMMIT itself fail.
+    await expect(
+      writeTransaction(db, async (trx) => {
+        await sql`pragma defer_foreign_keys = on`.execute(trx);
+        await trx.insertInto('comments').values({ id: 'orphan', postId: 'no-such-post', authorId: 'nobody', body: 'x', createdAt: '2026-01-01T00:00:00.000Z', updatedAt: '2026-01-01T00:00:00.000Z' }).execute();
+      }),
+    ).rejects.toThrow(/FOREIGN KEY constraint failed/);
+    expect(t.app.db.sqlite!.inTransaction).toBe(false);
+    await writeTransaction(db, async (trx) => {
+      await trx.updateTable('users').set({ name: 'committed' }).where('id', '=', 'nobody').execute();
+    });
+    expect(await db.selectFrom('comments').select('id').where('id', '=', 'orphan').execute()).toEqual([]);
   });
 });

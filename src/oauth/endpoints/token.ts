@@ -172,8 +172,9 @@ export function registerTokenEndpoint(scope: FastifyInstance, deps: TokenEndpoin
       if (error instanceof RegistrationChangedError) deps.clients.forget(client.clientId);
       if (error instanceof GrantReuseError) {
         // The rows are revoked; what this process verified and cached of the grant must go now too, not
-        // when the invalidation feed comes round (the revocation endpoint evicts at once the same way).
-        deps.tokens.evictGrant(error.grantId);
+        // when the invalidation feed comes round (the revocation endpoint evicts at once the same way). A
+        // replay of a grant ended before ended nothing now: that revocation's invalidation covers the caches.
+        if (error.revoked) deps.tokens.evictGrant(error.grantId);
         decided({ subject: error.userId, clientId: client.clientId, resourceType: 'grant', resourceId: error.grantId, decision: 'deny', reason: 'reuse' });
       } else {
         const reason = error instanceof OAuthError ? REFUSALS[error.error] : undefined;

@@ -6,7 +6,7 @@ import type { Database } from '../../storage/schema.js';
 import { OAuthError } from '../oauth-error.js';
 import { checkScopesAllowed, parseScope } from '../scope-parameter.js';
 import type { CheckedGrant } from './grant-commit.js';
-import { verifyUserCredentials } from '../user-credentials.js';
+import { checkUserCredentials } from '../user-credentials.js';
 
 export const PASSWORD = 'password';
 
@@ -32,12 +32,13 @@ export async function grantPassword(context: PasswordGrantContext, client: Clien
   const scopes = params.scope === undefined ? [...client.scopes] : parseScope(params.scope);
   checkScopesAllowed(scopes, client.scopes);
   // No browser here, so no known device: the account's lock over all addresses applies.
-  const outcome = await context.throttle.attempt({ account: username, address: context.address }, () => verifyUserCredentials(context.db, username, password));
+  const outcome = await context.throttle.attempt({ account: username, address: context.address }, () => checkUserCredentials(context.db, username, password));
   if (outcome.throttled) {
     throw new OAuthError('invalid_grant', `Too many failed sign-ins; retry in ${outcome.retryAfterSeconds} s.`, 400, { 'retry-after': String(outcome.retryAfterSeconds) });
   }
-  const user = outcome.value;
-  if (!user) throw new OAuthError('invalid_grant', 'The username or password is wrong.');
+  const checked = outcome.value;
+  if (!checked) throw new OAuthError('invalid_grant', 'The username or password is wrong.');
+  const { user, revocations } = checked;
   return {
     client,
     userId: user.id,
@@ -47,9 +48,13 @@ export async function grantPassword(context: PasswordGrantContext, client: Clien
     authTime: Math.floor(context.now / 1000),
     nonce: null,
     // The password was checked before the grant's transaction: a change of it (or of the account) since then
-    // means it may be the very password being replaced.
-    claim: async (_trx, locked) => {
-      if (!locked || !locked.active || locked.updatedAt !== user.updatedAt) return new OAuthError('invalid_grant', 'The account changed during the request; sign in again.');
+    // means it may be the very password being replaced, and a revocation of the user's tokens since then
+    // (signing out everywhere, consent withdrawn) must end this grant too, though it has no code or token
+    // of its own to end.
+    claim: async (_store, locked) => {
+      if (!locked || !locked.active || locked.updatedAt !== user.updatedAt || locked.revocations !== revocations) {
+        return new OAuthError('invalid_grant', 'The account changed during the request; sign in again.');
+      }
       return null;
     },
   };

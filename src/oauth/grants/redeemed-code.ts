@@ -17,6 +17,6 @@ export async function refuseRedeemedCode(store: GrantStore, codeHash: string, gr
   if (outcome === 'withdrawn') {
     return new OAuthError('invalid_grant', "This code was withdrawn before it was exchanged (the user's grants were ended); start the authorization again.");
   }
-  await store.revokeGrant(grantId, now);
-  return new GrantReuseError(grantId, userId, 'The code was already used; the tokens issued for it are revoked.');
+  const revoked = await store.revokeGrant(grantId, now);
+  return new GrantReuseError(grantId, userId, 'The code was already used; the tokens issued for it are revoked.', revoked);
 }

@@ -56,8 +56,7 @@ export async function grantRefreshToken(
         // Revoked since it was read (the user signed out everywhere, say) is no reuse; rotated is.
         const current = await store.refreshTokenState(tokenHash);
         if (current?.revokedAt != null && current.rotatedAt === null) return new OAuthError('invalid_grant', 'The refresh token was revoked.');
-        await store.revokeGrant(row.familyId, nowIso);
-        return reuseError(row);
+        return reuseError(row, await store.revokeGrant(row.familyId, nowIso));
       }
       if (!user || !user.active) return new OAuthError('invalid_grant', 'The user can no longer sign in.');
       return null;
@@ -66,10 +65,9 @@ export async function grantRefreshToken(
 }
 
 async function replayed(db: Db, row: RefreshTokenRow, nowIso: string): Promise<never> {
-  await revokeReplayedGrant(db.kysely, row.familyId, row.userId, nowIso);
-  throw reuseError(row);
+  throw reuseError(row, await revokeReplayedGrant(db.kysely, row.familyId, row.userId, nowIso));
 }
 
-function reuseError(row: RefreshTokenRow): GrantReuseError {
-  return new GrantReuseError(row.familyId, row.userId, 'The refresh token was already used; its family is revoked.');
+function reuseError(row: RefreshTokenRow, revoked: boolean): GrantReuseError {
+  return new GrantReuseError(row.familyId, row.userId, 'The refresh token was already used; its family is revoked.', revoked);
 }

@@ -44,8 +44,8 @@ export async function purgeExpiredAccessTokens(db: Kysely<Database>, before: str
  * Ends one user grant: its access tokens and its refresh token family (a replayed authorization code, a
  * reused refresh token, a revocation of the refresh token, the user withdrawing consent).
  */
-export async function revokeGrant(db: Kysely<Database>, grantId: string, revokedAt: string): Promise<void> {
-  await kyselyGrantStore(db).revokeGrant(grantId, revokedAt);
+export async function revokeGrant(db: Kysely<Database>, grantId: string, revokedAt: string): Promise<boolean> {
+  return kyselyGrantStore(db).revokeGrant(grantId, revokedAt);
 }
 
 /**
@@ -54,10 +54,10 @@ export async function revokeGrant(db: Kysely<Database>, grantId: string, revoked
  * revoked here, or runs after and finds its token revoked. The grant that used the token stored its
  * tokens in the same transaction (grants/grant-commit.ts), so they exist by now.
  */
-export async function revokeReplayedGrant(db: Kysely<Database>, grantId: string, userId: string, revokedAt: string): Promise<void> {
-  await writeTransaction(db, async (trx) => {
+export async function revokeReplayedGrant(db: Kysely<Database>, grantId: string, userId: string, revokedAt: string): Promise<boolean> {
+  return writeTransaction(db, async (trx) => {
     await lockUserForRevocation(trx, userId);
-    await revokeGrant(trx, grantId, revokedAt);
+    return revokeGrant(trx, grantId, revokedAt);
   });
 }
 
@@ -68,7 +68,7 @@ export async function revokeReplayedGrant(db: Kysely<Database>, grantId: string,
  * (grants/grant-commit.ts).
  */
 export async function revokeUserTokens(db: Kysely<Database>, userId: string, revokedAt: string): Promise<number> {
-  await lockUserForRevocation(db, userId);
+  await lockUserForRevocation(db, userId, true);
   const result = await db
     .updateTable('accessTokens')
     .set({ revokedAt })
@@ -103,7 +103,7 @@ export async function revokeClientTokens(db: Kysely<Database>, clientId: string,
  * withdrawn). Under the user's lock, like revokeUserTokens.
  */
 export async function revokeUserClientTokens(db: Kysely<Database>, userId: string, clientRegistrationId: string, revokedAt: string): Promise<void> {
-  await lockUserForRevocation(db, userId);
+  await lockUserForRevocation(db, userId, true);
   await db
     .updateTable('accessTokens')
     .set({ revokedAt })

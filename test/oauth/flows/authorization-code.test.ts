@@ -148,6 +148,20 @@ describe.each(DATABASE_KINDS)('authorization code with PKCE on %s', (kind) => {
       );
     });
 
+    it('answers every later replay of a code the same way, ending nothing more and recording no more invalidations', async () => {
+      const { code, verifier } = await obtainCode(t, signedIn, firstParty, user);
+      expectTokens(await exchangeCode(t, firstParty, code, { code_verifier: verifier }), { scope: 'read:posts write:posts', refreshToken: true, idToken: false });
+      expectTokenError(await exchangeCode(t, firstParty, code, { code_verifier: verifier }), 400, 'invalid_grant', 'The code was already used; the tokens issued for it are revoked.');
+      const invalidations = await countRows(t.db, 'invalidations');
+      const decisions = t.oauth.decisions.length;
+      for (let replay = 0; replay < 3; replay++) {
+        expectTokenError(await exchangeCode(t, firstParty, code, { code_verifier: verifier }), 400, 'invalid_grant', 'The code was already used; the tokens issued for it are revoked.');
+      }
+      // Each replay is still recorded as reuse; none writes an invalidation for every server to follow.
+      expect(await countRows(t.db, 'invalidations')).toBe(invalidations);
+      expect(t.oauth.decisions.slice(decisions).map((decision) => decision.reason)).toEqual(['reuse', 'reuse', 'reuse']);
+    });
+
     it('lets one of two concurrent exchanges of a code win, and then revokes what it issued', async () => {
       const { code, verifier } = await obtainCode(t, signedIn, firstParty, user);
       const replies = await Promise.all([exchangeCode(t, firstParty, code, { code_verifier: verifier }), exchangeCode(t, firstParty, code, { code_verifier: verifier })]);

@@ -231,7 +231,7 @@ export function expectTokens(reply: Reply, expected: { scope: string; refreshTok
 }
 
 /** Rows in a table, for "nothing was issued". */
-export async function countRows(db: Db, table: 'accessTokens' | 'refreshTokens' | 'authorizationCodes' | 'loginSessions' | 'consents'): Promise<number> {
+export async function countRows(db: Db, table: 'accessTokens' | 'refreshTokens' | 'authorizationCodes' | 'loginSessions' | 'consents' | 'invalidations'): Promise<number> {
   const row = await db.kysely.selectFrom(table).select((eb) => eb.fn.countAll<string | number>().as('n')).executeTakeFirstOrThrow();
   return Number(row.n);
 }

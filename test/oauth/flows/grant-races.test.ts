@@ -179,12 +179,20 @@ describe.each(DATABASE_KINDS)('grants racing revocations on %s', (kind) => {
       expect(done.statusCode).toBe(200);
     };
   };
-  const withdrawConsent = async (browser: Browser) => {
-    const fields = formFields((await browser.get('/oauth/account')).body, '/oauth/account/applications/revoke');
+  /** Withdraws consent to the application (a client registration id), or to the first one the account page lists. */
+  const withdrawConsent = async (browser: Browser, application?: string) => {
+    const page = (await browser.get('/oauth/account')).body;
+    const fields = application === undefined ? formFields(page, '/oauth/account/applications/revoke') : applicationForm(page, application);
     return async () => {
       const done = await browser.post('/oauth/account/applications/revoke', { csrf_token: fields.csrf_token!, application: fields.application! });
       expect(done.body).toContain('The application no longer has access.');
     };
+  };
+  const applicationForm = (page: string, application: string) => {
+    const at = page.indexOf(`name="application" value="${application}"`);
+    expect(at, application).toBeGreaterThan(0);
+    const start = page.lastIndexOf('<form', at);
+    return hiddenInputs(page.slice(start, page.indexOf('</form>', at)));
   };
 
   /** PUT /v1/users/{id} by an administrator, through the operation's handler. */
@@ -212,6 +220,14 @@ describe.each(DATABASE_KINDS)('grants racing revocations on %s', (kind) => {
       const tokens = expectTokens(reply, { scope: SCOPE, refreshToken: true, idToken: true });
       await expectDead(tokens);
       await issued?.(tokens);
+    };
+
+    /** Before: the password was checked when the revocation committed, and the grant is refused; during: its tokens are revoked. */
+    const expectPasswordGrantRaced = async (reply: Reply, legacy: TestClient) => {
+      if (position === 'before') return expectTokenError(reply, 400, 'invalid_grant', 'The account changed during the request; sign in again.');
+      const tokens = expectTokens(reply, { scope: 'read:posts offline_access', refreshToken: true, idToken: false });
+      expect((await userinfo(tokens.access_token)).statusCode).toBe(401);
+      expectTokenError(await tokenRequest(app, legacy, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token! }), 400, 'invalid_grant', REFRESH_REVOKED);
     };
 
     describe(`the revocation ${position === 'before' ? 'committing before the grant\'s transaction' : 'arriving while the grant\'s transaction holds its locks'}`, () => {
@@ -304,6 +320,28 @@ describe.each(DATABASE_KINDS)('grants racing revocations on %s', (kind) => {
           expectTokenError(await tokenRequest(app, tv, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token! }), 400, 'invalid_grant', REFRESH_REVOKED);
         }
         await expectNothingLive(user.id);
+      });
+
+      it('a password grant racing sign-out everywhere: its tokens never work', async () => {
+        const user = await createUser(app.db);
+        const legacy = await createClient(app.db, { name: 'Legacy app', legacy: true, grantTypes: ['password', 'refresh_token'], scopes: ['read:posts', 'offline_access'], role: null });
+        const { browser } = await signedInWithTokens(user);
+        const grant = () => tokenRequest(app, legacy, { grant_type: 'password', username: user.email, password: PASSWORD });
+        const reply = await race(pause, grant, await signOutEverywhere(browser));
+        await expectPasswordGrantRaced(reply, legacy);
+        await expectNothingLive(user.id);
+      });
+
+      it('a password grant racing the withdrawal of consent to that application: its tokens never work', async () => {
+        const user = await createUser(app.db);
+        const legacy = await createClient(app.db, { name: 'Legacy app', legacy: true, grantTypes: ['password', 'refresh_token'], scopes: ['read:posts', 'offline_access'], role: null });
+        const { browser } = await signedInWithTokens(user);
+        // The application holds a grant of the user's, so the account page lists it to withdraw.
+        const grant = () => tokenRequest(app, legacy, { grant_type: 'password', username: user.email, password: PASSWORD });
+        expectTokens(await grant(), { scope: 'read:posts offline_access', refreshToken: true, idToken: false });
+        const reply = await race(pause, grant, await withdrawConsent(browser, legacy.client.id));
+        await expectPasswordGrantRaced(reply, legacy);
+        await expectNothingLive(user.id, legacy.client.id);
       });
 
       it('a password grant racing a change of that password: its tokens never work', async () => {
