@@ -75,7 +75,7 @@ describe('codegen.ts (graphql-codegen config)', () => {
   }, 60_000);
 
   it('check mode reports a stale generated/graphql.ts, and passes a fresh one', async () => {
-    const stale = path.join(tmp, 'graphql.ts');
+    const stale = path.join(fs.mkdtempSync(path.join(tmp, 'generated-')), 'graphql.ts');
     const checkGraphqlTypes = async (contents: string) => {
       fs.writeFileSync(stale, contents);
       const context = new CodegenContext({ config: { ...config, silent: true, generates: { [stale]: config.generates['generated/graphql.ts']! } } });
