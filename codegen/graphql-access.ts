@@ -1,5 +1,4 @@
 import {
-  buildSchema,
   isObjectType,
   valueFromASTUntyped,
   type ConstDirectiveNode,
@@ -27,12 +26,11 @@ function findDirective(nodes: readonly { directives?: readonly ConstDirectiveNod
 
 /** Reads @auth / @public from every root field and every object type of schema.graphql. */
 export function compileGraphqlAccess(
-  sdl: string,
+  schema: GraphQLSchema,
   scopes: Record<string, string>,
   policy: PolicySource,
   problems: Problems,
-): { schema: GraphQLSchema; operations: Record<string, OperationAccess>; types: PolicyTable['graphqlTypes'] } {
-  const schema = buildSchema(sdl);
+): { operations: Record<string, OperationAccess>; types: PolicyTable['graphqlTypes'] } {
   const operations: Record<string, OperationAccess> = {};
   const roots = [schema.getQueryType(), schema.getMutationType(), schema.getSubscriptionType()];
   for (const root of roots) {
@@ -76,5 +74,5 @@ export function compileGraphqlAccess(
     });
     types[type.name] = { scopes: checked.scopes, permission: checked.permission, resource: checked.resource?.type ?? null };
   }
-  return { schema, operations, types };
+  return { operations, types };
 }

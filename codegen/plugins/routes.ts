@@ -1,0 +1,14 @@
+import type { PluginFunction } from '@graphql-codegen/plugin-helpers';
+import { BANNER, loadContracts, type ContractPluginConfig } from '../contract-plugin.js';
+
+/** generated/routes.ts: the route table Fastify serves, one entry per operation of openapi.yaml. */
+export const plugin: PluginFunction<ContractPluginConfig> = (schema, _documents, config) => {
+  const { routes } = loadContracts(schema, config);
+  const operationIds = routes.map((r) => JSON.stringify(r.operationId)).join(' | ');
+  return (
+    BANNER +
+    `import type { RouteDefinition } from '../src/rest/route-definition.js';\n\n` +
+    `export type OperationId = ${operationIds};\n\n` +
+    `export const routes: readonly RouteDefinition[] = ${JSON.stringify(routes, null, 2)};\n`
+  );
+};
