@@ -1,29 +1,35 @@
-import type { IncomingHttpHeaders } from 'node:http';
 import type { AuditDecision } from '../audit/audit-event.js';
+import type { RateLimitResult } from '../limits/rate-limit.js';
 import type { Principal } from '../policy/principal.js';
 import type { ResourceRow } from '../policy/resource-rule.js';
-import type { RouteDefinition } from '../rest/route-definition.js';
+import type { OperationAccess } from '../policy/table.js';
+import type { AuthenticationInput } from './authenticate.js';
 
-/** One REST request as the pipeline stages see it: plain data, no framework objects. */
+/** The API a request came through, as the audit log names it. */
+export type Transport = Exclude<AuditDecision['interface'], 'oauth'>;
+
+/**
+ * One request as the pipeline's stages see it, whichever API it came through: who is calling, which
+ * operation with which access rule, which resource. Plain data; each adapter (src/rest/, src/graphql/)
+ * fills it from its own request and extends it with what only it needs.
+ */
 export interface Exchange {
-  route: RouteDefinition;
+  /** Recorded as the audit event's `interface`. */
+  interface: Transport;
+  /** The REST operationId or GraphQL field the access rule belongs to, as the audit log names it. */
+  operationId: string;
+  /** The operation's access rule from the generated policy table: scopes, permission, resource. */
+  access: OperationAccess;
+  /** The id of the resource `access.resource` names, as the caller sent it (unvalidated). */
+  resourceId: string | undefined;
+  credentials: AuthenticationInput;
   requestId: string;
-  ip: string;
-  method: string;
-  /** Path as requested, without the query string. */
-  path: string;
-  pathVersioned: boolean;
-  headers: IncomingHttpHeaders;
-  query: Record<string, unknown>;
-  params: Record<string, string>;
-  body: unknown;
+  sourceAddress: string;
   principal: Principal;
   /** The resource the operation targets, loaded and authorized by the resource stage. */
   resource: ResourceRow | null;
-  /** Vendor media type to answer with when the client asked for one. */
-  mediaType: string | null;
-  /** Headers every response to this request carries (rate limit, Vary, ...). */
-  responseHeaders: Record<string, string>;
-  /** The authorization decision, recorded in the audit log when the response is sent. */
+  /** The budget the caller is told about (the adapter renders it: RateLimit headers in REST). */
+  rateLimit: RateLimitResult | null;
+  /** The authorization decision, recorded in the audit log once the request has been answered. */
   decision: Pick<AuditDecision, 'decision' | 'reason'> | null;
 }

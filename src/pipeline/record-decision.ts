@@ -6,17 +6,17 @@ import type { Exchange } from './exchange.js';
 export function recordDecision(ex: Exchange, audit: AuditLog): void {
   if (!ex.decision) return;
   const principal = ex.principal;
-  const target = ex.route.access.resource;
+  const target = ex.access.resource;
   audit.record({
     requestId: ex.requestId,
     subject: principal.kind === 'anonymous' ? null : principal.subject,
     clientId: principal.kind === 'anonymous' ? null : principal.clientId,
-    interface: 'rest',
-    operation: ex.route.operationId,
+    interface: ex.interface,
+    operation: ex.operationId,
     resourceType: target?.type ?? null,
-    resourceId: auditableResourceId(target ? ex.params[target.param] : undefined),
+    resourceId: auditableResourceId(target ? ex.resourceId : undefined),
     decision: ex.decision.decision,
     reason: ex.decision.reason,
-    sourceAddress: ex.ip,
+    sourceAddress: ex.sourceAddress,
   });
 }

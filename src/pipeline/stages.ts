@@ -1,47 +1,34 @@
 import type { AuditDecision } from '../audit/audit-event.js';
 import { ApiError } from '../errors/registry.js';
 import type { TokenService } from '../oauth/tokens/token-service.js';
-import type { Config } from '../config/config.js';
-import { rateLimitHeaders, type RateLimiter, type RateLimitResult } from '../limits/rate-limit.js';
+import type { RateLimiter, RateLimitResult } from '../limits/rate-limit.js';
 import { evaluateRule, type ResourceRow } from '../policy/resource-rule.js';
 import type { PolicyTable } from '../policy/table.js';
-import { matchesAny } from '../rest/entity-tag.js';
-import { requestValidator } from '../rest/validation.js';
-import { negotiateVersion } from '../rest/versioning.js';
 import { loadResource, resourceLoader } from '../operations/resources.js';
 import type { OperationDeps } from '../operations/types.js';
 import { authenticate, hasVerifiedBearer } from './authenticate.js';
 import { authorize } from './authorize.js';
 import type { Exchange } from './exchange.js';
-import type { StageResult } from './rest-pipeline.js';
+import type { StageResult } from './pipeline.js';
 import type { SubjectDirectory } from './subject-directory.js';
-import type { RouteDefinition } from '../rest/route-definition.js';
-import { bearerChallenge } from './www-authenticate.js';
 
-export interface StageDeps {
-  config: Config;
+/** What the access stages need, whatever the transport. */
+export interface PipelineDeps {
   policy: PolicyTable;
   tokens: TokenService;
   subjects: SubjectDirectory;
   limiter: RateLimiter;
   operations: OperationDeps;
-  /** The ETag a GET of the resource would carry now (If-Match), or null when it has no GET. */
-  representationOf: (route: RouteDefinition, resource: Record<string, unknown>) => string | null;
-}
-
-/** API version from the path or the Accept header (406 when unknown). */
-export function negotiate(ex: Exchange): void {
-  ex.mediaType = negotiateVersion(ex.headers.accept, ex.pathVersioned);
 }
 
 /**
  * Bearer token -> principal. A refused credential (invalid token: 401; token in the URL: 400) is an
  * authentication denial, audited and counted against the caller's IP like any anonymous request.
  */
-export function identify(ex: Exchange, deps: StageDeps): StageResult {
+export function identify(ex: Exchange, deps: PipelineDeps): StageResult {
   let principal;
   try {
-    principal = authenticate({ authorization: ex.headers.authorization, tokenInQuery: 'access_token' in ex.query }, deps);
+    principal = authenticate(ex.credentials, deps);
   } catch (error) {
     return refuseCredential(ex, deps, error);
   }
@@ -56,11 +43,11 @@ export function identify(ex: Exchange, deps: StageDeps): StageResult {
   ex.principal = principal;
 }
 
-function refuseCredential(ex: Exchange, deps: StageDeps, error: unknown): Promise<never> | never {
+function refuseCredential(ex: Exchange, deps: PipelineDeps, error: unknown): Promise<never> | never {
   if (!(error instanceof ApiError)) throw error;
   ex.decision = { decision: 'deny', reason: 'authentication' };
   // A refused credential spends the address's anonymous budget: guessing tokens is limited like probing.
-  return charge(ex, deps.limiter.anonymous.consume(ex.ip)).then(() => {
+  return charge(ex, deps.limiter.anonymous.consume(ex.sourceAddress)).then(() => {
     throw error;
   });
 }
@@ -72,19 +59,19 @@ function refuseCredential(ex: Exchange, deps: StageDeps, error: unknown): Promis
  * so do requests without credentials (they cost no verification; the anonymous budget limits them), so
  * that anonymous traffic from an address behind NAT does not lock out its users' fresh tokens.
  */
-export function limitAddress(ex: Exchange, deps: StageDeps): StageResult {
-  const authorization = ex.headers.authorization;
+export function limitAddress(ex: Exchange, deps: PipelineDeps): StageResult {
+  const authorization = ex.credentials.authorization;
   if (authorization === undefined || authorization === '' || hasVerifiedBearer(authorization, deps.tokens)) return;
-  return charge(ex, deps.limiter.address.consume(ex.ip), false);
+  return charge(ex, deps.limiter.address.consume(ex.sourceAddress), false);
 }
 
 /**
  * Stage 3, once the caller is known: per client, and a user's token draws on the user's budget too; per
  * address for anonymous callers. 429 with Retry-After once a budget is spent.
  */
-export function limit(ex: Exchange, deps: StageDeps): StageResult {
+export function limit(ex: Exchange, deps: PipelineDeps): StageResult {
   const principal = ex.principal;
-  if (principal.kind === 'anonymous') return charge(ex, deps.limiter.anonymous.consume(ex.ip));
+  if (principal.kind === 'anonymous') return charge(ex, deps.limiter.anonymous.consume(ex.sourceAddress));
   const client = deps.limiter.client.consume(principal.clientId);
   if (principal.kind === 'client') return charge(ex, client);
   return charge(
@@ -99,10 +86,13 @@ function tighter(user: RateLimitResult, client: RateLimitResult): RateLimitResul
   return user.remaining < client.remaining ? user : client;
 }
 
-/** Applies a budget's answer: its headers (unless only refusals should show it), and 429 when spent. */
+/**
+ * Applies a budget's answer: the caller is told about it (unless only refusals should show it), and 429
+ * when it is spent.
+ */
 function charge(ex: Exchange, pending: Promise<RateLimitResult>, report = true): Promise<void> {
   return pending.then((result) => {
-    if (report || !result.allowed) Object.assign(ex.responseHeaders, rateLimitHeaders(result));
+    if (report || !result.allowed) ex.rateLimit = result;
     if (!result.allowed) {
       throw new ApiError('RATE_LIMITED', `Too many requests; retry in ${result.resetSeconds} s.`, {
         headers: { 'retry-after': String(result.resetSeconds) },
@@ -115,9 +105,9 @@ function charge(ex: Exchange, pending: Promise<RateLimitResult>, report = true):
 const DENIAL_REASONS: Readonly<Partial<Record<string, AuditDecision['reason']>>> = { UNAUTHENTICATED: 'authentication', INSUFFICIENT_SCOPE: 'scope' };
 
 /** Scope, then role. */
-export function authorizeOperation(ex: Exchange, deps: StageDeps): void {
+export function authorizeOperation(ex: Exchange, deps: PipelineDeps): void {
   try {
-    const decision = authorize(deps.policy, ex.route.access, ex.principal);
+    const decision = authorize(deps.policy, ex.access, ex.principal);
     ex.decision = { decision: 'allow', reason: decision.reason };
   } catch (error) {
     const reason = error instanceof ApiError ? DENIAL_REASONS[error.code] ?? 'role' : 'role';
@@ -126,32 +116,21 @@ export function authorizeOperation(ex: Exchange, deps: StageDeps): void {
   }
 }
 
-/** RFC 6750 §2.2 allows a token in a form body; this API takes it only in the header. */
-export function rejectBodyToken(ex: Exchange): void {
-  if (ex.body && typeof ex.body === 'object' && !Array.isArray(ex.body) && Object.hasOwn(ex.body, 'access_token')) {
-    ex.decision = { decision: 'deny', reason: 'authentication' };
-    throw new ApiError('VALIDATION_FAILED', 'Send the access token in the Authorization header, not in the body.', {
-      headers: { 'www-authenticate': bearerChallenge('invalid_request') },
-      details: [{ path: '/body/access_token', message: 'tokens are accepted only in the Authorization header' }],
-    });
-  }
-}
-
 /**
  * Per-resource check (seed, Authorization rules 4-5): load the resource first, then evaluate its rule.
  * A failed check answers exactly like a missing resource: 404 NOT_FOUND.
  */
-export function checkResource(ex: Exchange, deps: StageDeps): StageResult {
-  const target = ex.route.access.resource;
+export function checkResource(ex: Exchange, deps: PipelineDeps): StageResult {
+  const target = ex.access.resource;
   if (!target) return;
-  const id = ex.params[target.param];
+  const id = ex.resourceId;
   if (id === undefined) return admitResource(ex, null, false);
   const loaded = loadResource(deps.operations, target.type, id);
   return loaded instanceof Promise ? loaded.then((resource) => decideResource(ex, deps, resource)) : decideResource(ex, deps, loaded);
 }
 
-function decideResource(ex: Exchange, deps: StageDeps, resource: ResourceRow | null): StageResult {
-  const target = ex.route.access.resource!;
+function decideResource(ex: Exchange, deps: PipelineDeps, resource: ResourceRow | null): StageResult {
+  const target = ex.access.resource!;
   if (resource === null) return admitResource(ex, null, false);
   const allowed = evaluateRule(deps.policy, target.type, target.action, ex.principal, resource, resourceLoader(deps.operations));
   return allowed instanceof Promise ? allowed.then((ok) => admitResource(ex, resource, ok)) : admitResource(ex, resource, allowed);
@@ -164,17 +143,4 @@ function admitResource(ex: Exchange, resource: ResourceRow | null, allowed: bool
   }
   ex.resource = resource;
   ex.decision = { decision: 'allow', reason: 'resource' };
-}
-
-/** Parameters, body, query and headers against the contract (400 VALIDATION_FAILED, no mass assignment). */
-export function validate(ex: Exchange): void {
-  requestValidator(ex.route)({ params: ex.params, body: ex.body, querystring: ex.query, headers: ex.headers });
-}
-
-/** RFC 9110 §13.1.1: a PUT or DELETE with If-Match proceeds only when the current representation matches. */
-export function checkPrecondition(ex: Exchange, deps: StageDeps): void {
-  const ifMatch = ex.headers['if-match'];
-  if (ifMatch === undefined || !ex.resource || (ex.method !== 'PUT' && ex.method !== 'DELETE')) return;
-  const current = deps.representationOf(ex.route, ex.resource);
-  if (current === null || !matchesAny(ifMatch, current, false)) throw new ApiError('PRECONDITION_FAILED');
 }

@@ -1,7 +1,6 @@
 import { createHmac, hkdfSync } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { ApiError } from '../errors/registry.js';
-import type { Exchange } from '../pipeline/exchange.js';
 import type { TokenPrincipal } from '../policy/principal.js';
 import {
   claimIdempotencyKey,
@@ -10,6 +9,7 @@ import {
 } from '../storage/idempotency-keys.js';
 import type { Database } from '../storage/schema.js';
 import type { HandlerResponse } from './representation.js';
+import type { RestExchange } from './rest-exchange.js';
 
 const RETENTION_MS = 24 * 3600 * 1000;
 // Expired keys are replaced when reused and removed by the maintenance job (src/maintenance/).
@@ -41,7 +41,7 @@ export function idempotencyHashKey(keyEncryptionSecret: string): Buffer {
 export function runIdempotent(
   db: Kysely<Database>,
   hashKey: Buffer,
-  ex: Exchange,
+  ex: RestExchange,
   run: () => Promise<HandlerResponse>,
 ): Promise<HandlerResponse & { replayed?: boolean }> {
   const key = ex.headers['idempotency-key'];
@@ -53,7 +53,7 @@ export function runIdempotent(
 async function runWithKey(
   db: Kysely<Database>,
   hashKey: Buffer,
-  ex: Exchange,
+  ex: RestExchange,
   principal: TokenPrincipal,
   key: string,
   run: () => Promise<HandlerResponse>,

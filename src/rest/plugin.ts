@@ -1,15 +1,16 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Config } from '../config/config.js';
 import { handlers } from '../operations/index.js';
 import type { Handler } from '../operations/types.js';
 import type { AuditLog } from '../audit/audit-log.js';
-import type { Exchange } from '../pipeline/exchange.js';
 import { recordDecision } from '../pipeline/record-decision.js';
-import { runPhase } from '../pipeline/rest-pipeline.js';
-import type { StageDeps } from '../pipeline/stages.js';
 import { ANONYMOUS } from '../policy/principal.js';
 import { fromFastifyError } from './error-response.js';
 import { runIdempotent } from './idempotency.js';
 import { parseJsonBody } from './json-body.js';
+import type { RestExchange } from './rest-exchange.js';
+import { runPhase } from './rest-pipeline.js';
+import type { RestStageDeps } from './rest-stages.js';
 import { sendRestError } from './send-error.js';
 import { nextLink } from './link-header.js';
 import type { RouteDefinition } from './route-definition.js';
@@ -18,7 +19,8 @@ import { serializerCompiler } from './serialization.js';
 import { requestValidator } from './validation.js';
 import { VENDOR_TYPE } from './versioning.js';
 
-export interface RestDeps extends StageDeps {
+export interface RestDeps extends RestStageDeps {
+  config: Config;
   routes: readonly RouteDefinition[];
   audit: AuditLog;
   /** From KEY_ENCRYPTION_SECRET (idempotency.ts says why). */
@@ -27,7 +29,7 @@ export interface RestDeps extends StageDeps {
 
 declare module 'fastify' {
   interface FastifyRequest {
-    exchange: Exchange | null;
+    exchange: RestExchange | null;
   }
   interface FastifyContextConfig {
     route?: RouteDefinition;
@@ -36,7 +38,7 @@ declare module 'fastify' {
 
 /**
  * Registers one Fastify route per contract operation (under /v1 and unprefixed) and runs the REST pipeline
- * (src/pipeline/rest-pipeline.ts) on them: its `request` phase in `onRequest`, before the body is read;
+ * (rest-pipeline.ts) on them: its `request` phase in `onRequest`, before the body is read;
  * its `body` phase, the operation and the response in the route handler. Validation is the pipeline's own
  * `validate` stage, so Fastify is given only the response schemas (for serialising error bodies).
  */
@@ -85,26 +87,37 @@ export async function registerRest(app: FastifyInstance, deps: RestDeps): Promis
   });
 }
 
-function openExchange(request: FastifyRequest, route: RouteDefinition): Exchange {
+/** The request as the pipeline's exchange, with what only REST needs beside it. */
+function openExchange(request: FastifyRequest, route: RouteDefinition): RestExchange {
   const url = request.url;
-  const query = url.indexOf('?');
-  const path = query < 0 ? url : url.slice(0, query);
+  const queryStart = url.indexOf('?');
+  const path = queryStart < 0 ? url : url.slice(0, queryStart);
+  const headers = request.headers;
+  const query = request.query as Record<string, unknown>;
+  const params = request.params as Record<string, string>;
+  const target = route.access.resource;
   return {
-    route,
+    interface: 'rest',
+    operationId: route.operationId,
+    access: route.access,
+    resourceId: target ? params[target.param] : undefined,
+    credentials: { authorization: headers.authorization, tokenInQuery: 'access_token' in query },
     requestId: request.id,
-    ip: request.ip,
+    sourceAddress: request.ip,
+    principal: ANONYMOUS,
+    resource: null,
+    rateLimit: null,
+    decision: null,
+    route,
     method: request.method,
     path,
     pathVersioned: path.startsWith('/v1/'),
-    headers: request.headers,
-    query: request.query as Record<string, unknown>,
-    params: request.params as Record<string, string>,
+    headers,
+    query,
+    params,
     body: undefined,
-    principal: ANONYMOUS,
-    resource: null,
     mediaType: null,
     responseHeaders: { vary: 'Authorization, Accept' },
-    decision: null,
   };
 }
 
@@ -120,7 +133,7 @@ function operationRunner(route: RouteDefinition, deps: RestDeps) {
   };
 }
 
-async function operate(handler: Handler<never>, ex: Exchange, deps: RestDeps, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+async function operate(handler: Handler<never>, ex: RestExchange, deps: RestDeps, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
   const input = { params: ex.params, query: ex.query, body: ex.body } as never;
   const context = { principal: ex.principal, resource: ex.resource, deps: deps.operations };
   const result = await runIdempotent(deps.operations.db, deps.idempotencyHashKey, ex, () => handler(input, context) as Promise<HandlerResponse>);

@@ -1,6 +1,7 @@
 import type { FastifyReply } from 'fastify';
-import type { Exchange } from '../pipeline/exchange.js';
+import { rateLimitHeaders } from '../limits/rate-limit.js';
 import { entityTag, matchesAny } from './entity-tag.js';
+import type { RestExchange } from './rest-exchange.js';
 import type { RouteDefinition } from './route-definition.js';
 import { serializerFor } from './serialization.js';
 import { bodyInMediaType } from './versioning.js';
@@ -19,13 +20,14 @@ const JSON_TYPE = 'application/json; charset=utf-8';
  * Headers every response to an exchange carries, success or error: rate limit, `Vary`, and the
  * deprecation notice of a deprecated operation.
  */
-export function applyExchangeHeaders(ex: Exchange, reply: FastifyReply): void {
+export function applyExchangeHeaders(ex: RestExchange, reply: FastifyReply): void {
   reply.headers(ex.responseHeaders);
+  if (ex.rateLimit !== null) reply.headers(rateLimitHeaders(ex.rateLimit));
   if (ex.route.deprecated) reply.headers(ex.route.deprecationHeaders);
 }
 
 /** A JSON response answers in the vendor media type when the client asked for it (versioning.ts). */
-function contentTypeFor(ex: Exchange, mediaType: string): string {
+function contentTypeFor(ex: RestExchange, mediaType: string): string {
   return ex.mediaType !== null && mediaType.includes('json') ? ex.mediaType : mediaType;
 }
 
@@ -33,7 +35,7 @@ function contentTypeFor(ex: Exchange, mediaType: string): string {
  * A handler's result as the response: serialised with the contract's schema for its status (fields outside
  * the contract are never sent), caching headers, and on a successful GET an ETag with If-None-Match (304).
  */
-export function sendRepresentation(ex: Exchange, reply: FastifyReply, result: HandlerResponse): FastifyReply {
+export function sendRepresentation(ex: RestExchange, reply: FastifyReply, result: HandlerResponse): FastifyReply {
   reply.code(result.status);
   applyExchangeHeaders(ex, reply);
   if (result.headers) reply.headers(result.headers);

@@ -1,6 +1,6 @@
 import { pointerToken } from '../errors/json-pointer.js';
 import { ApiError } from '../errors/registry.js';
-import type { Exchange } from './exchange.js';
+import type { RestExchange } from './rest-exchange.js';
 
 // NUL cannot be stored in PostgreSQL text, and an unpaired surrogate is not Unicode text at all: both would
 // be stored as something other than what was sent, so they are refused rather than altered.
@@ -19,7 +19,7 @@ function findInvalid(value: unknown, path: string, depth = 0): string | null {
 }
 
 /** Refuses strings with NUL or unpaired surrogates anywhere in the query, path or body. */
-export function rejectInvalidText(ex: Exchange): void {
+export function rejectInvalidText(ex: RestExchange): void {
   const path = findInvalid(ex.query, '/query') ?? findInvalid(ex.params, '/path') ?? findInvalid(ex.body, '/body');
   if (path !== null) {
     throw new ApiError('VALIDATION_FAILED', 'The request contains text that is not valid Unicode.', {

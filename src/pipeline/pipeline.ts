@@ -1,0 +1,43 @@
+import type { Exchange } from './exchange.js';
+import { authorizeOperation, checkResource, identify, limit, limitAddress, type PipelineDeps } from './stages.js';
+
+/** A stage returns nothing when it finished synchronously, or a promise when it had to wait (I/O). */
+export type StageResult = void | Promise<void>;
+
+export interface Stage<E extends Exchange = Exchange, D extends PipelineDeps = PipelineDeps> {
+  name: string;
+  run: (ex: E, deps: D) => StageResult;
+}
+
+/**
+ * The access decision every API makes, in order, whatever its transport:
+ *
+ *   limit-address -> authenticate -> rate-limit -> authorize -> load-resource -> (handle) -> audit
+ *
+ * Each adapter runs these stages, the same functions, in this order, with its own stages in between
+ * (src/rest/rest-pipeline.ts: version negotiation, validation, preconditions); then the operation, then the
+ * decision goes to the audit log (record-decision.ts) once the request has been answered. A refusal throws
+ * the registry's ApiError, and the exchange's `decision` says which check refused.
+ */
+export const ACCESS_PIPELINE: readonly Stage[] = [
+  { name: 'limit-address', run: limitAddress },
+  { name: 'authenticate', run: identify },
+  { name: 'rate-limit', run: limit },
+  { name: 'authorize', run: authorizeOperation },
+  { name: 'load-resource', run: checkResource },
+];
+
+/**
+ * Runs stages in order. It stays synchronous for as long as every stage does (a cached token, a policy
+ * check): a request that waits for nothing is not charged a promise per stage.
+ */
+export function runStages<E extends Exchange, D extends PipelineDeps>(stages: readonly Stage<E, D>[], ex: E, deps: D): StageResult {
+  return runFrom(stages, 0, ex, deps);
+}
+
+function runFrom<E extends Exchange, D extends PipelineDeps>(stages: readonly Stage<E, D>[], first: number, ex: E, deps: D): StageResult {
+  for (let i = first; i < stages.length; i++) {
+    const pending = stages[i]!.run(ex, deps);
+    if (pending !== undefined) return pending.then(() => runFrom(stages, i + 1, ex, deps));
+  }
+}
