@@ -249,7 +249,6 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     routes: restRoutes,
     representationOf: representationTagger(restRoutes),
     audit,
-    config,
     policy,
     tokens,
     subjects,

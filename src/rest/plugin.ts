@@ -1,5 +1,4 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Config } from '../config/config.js';
 import { handlers } from '../operations/index.js';
 import type { Handler } from '../operations/types.js';
 import type { AuditLog } from '../audit/audit-log.js';
@@ -20,7 +19,6 @@ import { requestValidator } from './validation.js';
 import { VENDOR_TYPE } from './versioning.js';
 
 export interface RestDeps extends RestStageDeps {
-  config: Config;
   routes: readonly RouteDefinition[];
   audit: AuditLog;
   /** From KEY_ENCRYPTION_SECRET (idempotency.ts says why). */

@@ -101,17 +101,6 @@ describe.each(DATABASE_KINDS)('concurrent uses of one grant on %s (no seams)', (
       expect(await liveRows(userId), `round ${round}`).toEqual({ access: 0, refresh: 0 });
     }
   });
-});
-
-describe.each(DATABASE_KINDS)('two grants of one refresh token committed in the same turn on %s', (kind) => {
-  let app: FlowApp;
-  let web: TestClient;
-
-  beforeAll(async () => {
-    app = await openFlowApp(kind, {});
-    web = await createWebClient(app.db);
-  });
-  afterAll(() => app.close());
 
   it('checked side by side, then handed to the batch in one tick: one commits, the other is reuse, and the winner\'s rows are revoked', async () => {
     const user = await createUser(app.db);
