@@ -36,6 +36,7 @@ const config: CodegenConfig = {
     'generated/policy.ts': { plugins: ['./codegen/plugins/policy.ts'], config: contracts },
     'generated/openapi.json': { plugins: ['./codegen/plugins/published-spec.ts'], config: contracts },
     'generated/gateway-policy.json': { plugins: ['./codegen/plugins/gateway-policy.ts'], config: contracts },
+    'generated/access.md': { plugins: ['./codegen/plugins/access-matrix.ts'], config: contracts },
   },
   hooks: { afterAllFileWrite: rejectUnknownOutputs },
 };
