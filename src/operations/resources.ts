@@ -1,5 +1,6 @@
 import type { Statement } from 'better-sqlite3';
 import type { CompiledQuery, ExpressionBuilder, Kysely } from 'kysely';
+import { ApiError } from '../errors/registry.js';
 import type { Principal } from '../policy/principal.js';
 import type { MaybePromise } from '../policy/maybe-promise.js';
 import { evaluateRule, type LoadResource, type ResourceRow } from '../policy/resource-rule.js';
@@ -8,7 +9,7 @@ import type { Action } from '../policy/table.js';
 import { camelCaseSelect } from '../storage/camel-case-select.js';
 import { toClientRecord } from '../storage/clients.js';
 import { filterToSql, type Where } from '../storage/filter-sql.js';
-import { selectPage, type Page, type PageRequest } from '../storage/paging.js';
+import { decodeCursor, selectPage, type Page, type PageRequest } from '../storage/paging.js';
 import { tableFor } from '../storage/resource-tables.js';
 import type { SqliteHandle } from '../storage/sqlite-handle.js';
 import type { Database } from '../storage/schema.js';
@@ -136,8 +137,16 @@ export async function loadReadableByIds(
   return readable;
 }
 
+/** The page a list request asks for; a cursor this API did not issue is a validation failure. */
 export function pageRequest(query: { limit?: number; page?: number; after?: string }): PageRequest {
-  return { limit: query.limit ?? 20, page: query.page, after: query.after };
+  let afterId: string | undefined;
+  if (query.after !== undefined) {
+    afterId = decodeCursor(query.after) ?? undefined;
+    if (afterId === undefined) {
+      throw new ApiError('VALIDATION_FAILED', 'The cursor is not valid.', { details: [{ path: '/query/after', message: 'is not a cursor from this API' }] });
+    }
+  }
+  return { limit: query.limit ?? 20, page: query.page, afterId };
 }
 
 export function pageBody<T>(data: T[], page: Page<unknown>, limit: number): { data: T[]; page: { limit: number; next: string | null } } {

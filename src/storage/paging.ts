@@ -1,14 +1,13 @@
 import type { Kysely } from 'kysely';
 import type { Where } from './filter-sql.js';
-import { ApiError } from '../errors/registry.js';
 import type { Database } from './schema.js';
 
 export interface PageRequest {
   limit: number;
   /** 1-based offset page; ignored when `after` is given. */
   page?: number | undefined;
-  /** Opaque cursor from a previous page's `next`. */
-  after?: string | undefined;
+  /** The id the page starts after: a previous page's `next`, decoded by decodeCursor. */
+  afterId?: string | undefined;
 }
 
 export interface Page<T> {
@@ -26,22 +25,23 @@ export function encodeCursor(id: string): string {
   return Buffer.from(JSON.stringify([CURSOR_VERSION, id])).toString('base64url');
 }
 
-export function decodeCursor(cursor: string): string {
+/** The id a cursor carries, or null when it is not a cursor this API issued (the caller refuses it). */
+export function decodeCursor(cursor: string): string | null {
   try {
     const decoded = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
     if (Array.isArray(decoded) && decoded[0] === CURSOR_VERSION && typeof decoded[1] === 'string' && ID.test(decoded[1])) {
       return decoded[1];
     }
   } catch {
-    // fall through to the validation error
+    // not JSON: not a cursor
   }
-  throw new ApiError('VALIDATION_FAILED', 'The cursor is not valid.', { details: [{ path: '/query/after', message: 'is not a cursor from this API' }] });
+  return null;
 }
 
 
 /**
- * One page of a table in id order (ids are time-ordered, so this is creation order). With `after`, the
- * page starts strictly after the cursor's id, so rows inserted meanwhile are neither skipped nor repeated.
+ * One page of a table in id order (ids are time-ordered, so this is creation order). With `afterId`, the
+ * page starts strictly after that id, so rows inserted meanwhile are neither skipped nor repeated.
  */
 export async function selectPage<T>(
   db: Kysely<Database>,
@@ -53,10 +53,10 @@ export async function selectPage<T>(
   let query = db.selectFrom(table as 'posts') as any;
   query = columns ? query.select(columns) : query.selectAll();
   for (const condition of where) query = query.where(condition);
-  if (request.after !== undefined) query = query.where('id', '>', decodeCursor(request.after));
+  if (request.afterId !== undefined) query = query.where('id', '>', request.afterId);
   query = query.orderBy('id', 'asc').limit(request.limit + 1);
   // A cursor takes precedence over `page` (the contract says so; `page` has a default of 1).
-  if (request.after === undefined && request.page !== undefined && request.page > 1) query = query.offset((request.page - 1) * request.limit);
+  if (request.afterId === undefined && request.page !== undefined && request.page > 1) query = query.offset((request.page - 1) * request.limit);
   const rows = (await query.execute()) as (T & { id: string })[];
   const hasMore = rows.length > request.limit;
   const pageRows = hasMore ? rows.slice(0, request.limit) : rows;
