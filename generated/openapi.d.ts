@@ -575,10 +575,9 @@ export interface components {
             accessTokenFormat: "jwt" | "opaque";
             /**
              * Format: int32
-             * @description Access token lifetime in seconds.
-             * @default 600
+             * @description Access token lifetime in seconds. When absent, the server's default lifetime (its `ACCESS_TOKEN_TTL` setting, 600 seconds unless configured otherwise).
              */
-            accessTokenTtl: number;
+            accessTokenTtl?: number;
             /**
              * @description The algorithm the client's ID tokens are signed with (OpenID Connect Dynamic Client Registration 1.0 §2).
              * @default RS256

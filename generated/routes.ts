@@ -17137,10 +17137,9 @@ export const routes: readonly RouteDefinition[] = [
           "accessTokenTtl": {
             "type": "integer",
             "format": "int32",
-            "description": "Access token lifetime in seconds.",
+            "description": "Access token lifetime in seconds. When absent, the server's default lifetime (its `ACCESS_TOKEN_TTL` setting, 600 seconds unless configured otherwise).",
             "minimum": 300,
-            "maximum": 3600,
-            "default": 600
+            "maximum": 3600
           },
           "idTokenSignedResponseAlg": {
             "type": "string",

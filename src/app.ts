@@ -215,6 +215,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     policy,
     publishedSpec: JSON.stringify(published),
     graphqlSdl: fs.readFileSync(GRAPHQL_SDL, 'utf8'),
+    defaultAccessTokenTtl: config.tokens.accessTokenTtl,
     invalidateSubject(subject) {
       // What the invalidation feed does for every process, done at once for this one.
       forgetCached('user', subject);

@@ -46,9 +46,12 @@ function expandGrantTypes(values: unknown): unknown {
   return Array.isArray(values) ? values.map((value) => (typeof value === 'string' ? (GRANT_SHORT_FORMS[value] ?? value) : value)) : values;
 }
 
-/** The contract's ClientCreate after validation, which fills in every default (clientId and role stay optional). */
+/**
+ * The contract's ClientCreate after validation, which fills in every default (clientId and role stay
+ * optional, and accessTokenTtl, whose default is the server's ACCESS_TOKEN_TTL).
+ */
 type ClientCreate = components['schemas']['ClientCreate'];
-type ClientCreateBody = Required<Omit<ClientCreate, 'clientId' | 'role'>> & Pick<ClientCreate, 'clientId' | 'role'>;
+type ClientCreateBody = Required<Omit<ClientCreate, 'clientId' | 'role' | 'accessTokenTtl'>> & Pick<ClientCreate, 'clientId' | 'role' | 'accessTokenTtl'>;
 
 /** What may be shown: everything but the secret digest. */
 function viewOf({ secretHash: _digest, ...client }: ClientWithSecret): ClientRecord {
@@ -111,13 +114,13 @@ const createClientCommand: Command = {
     'post-logout-redirect-uri': { type: 'string', value: 'URI', multiple: true, description: 'exact redirect URI after sign-out (authorization_code)' },
     'client-id': { type: 'string', value: 'ID', description: 'client_id to use instead of a generated one' },
     format: { type: 'string', value: 'jwt|opaque', description: 'access token format (default jwt)' },
-    ttl: { type: 'string', value: 'SECONDS', description: 'access token lifetime, 300..3600 (default 600)' },
+    ttl: { type: 'string', value: 'SECONDS', description: 'access token lifetime, 300..3600 (default: ACCESS_TOKEN_TTL, 600)' },
     'id-token-alg': { type: 'string', value: 'RS256|ES256', description: 'ID token signing algorithm (default RS256)' },
     'first-party': { type: 'boolean', description: 'mark as first-party' },
     legacy: { type: 'boolean', description: 'allow the password grant when the server allows it too' },
     json: JSON_OPTION,
   },
-  async run({ options }, { db }) {
+  async run({ options }, { db, config }) {
     const body = checkClientOptions(options);
     // Only the SHA-256 digest is stored (secrets.ts says why a slow hash is not needed here).
     const secret = body.type === 'confidential' ? generateSecret() : null;
@@ -125,7 +128,14 @@ const createClientCommand: Command = {
     const clientId = body.clientId ?? `client-${newId()}`;
     let client: ClientWithSecret;
     try {
-      const record = { ...body, role: body.role ?? null, id: newId(), clientId, secretHash: secret === null ? null : digestSecret(secret) };
+      const record = {
+        ...body,
+        accessTokenTtl: body.accessTokenTtl ?? config.tokens.accessTokenTtl,
+        role: body.role ?? null,
+        id: newId(),
+        clientId,
+        secretHash: secret === null ? null : digestSecret(secret),
+      };
       client = await insertClient(db.kysely, record, nowIso());
     } catch (error) {
       if (isUniqueViolation(error)) throw new Error(`a client with client_id ${clientId} already exists`);

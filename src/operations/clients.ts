@@ -34,7 +34,7 @@ export const createClient: Handler<'createClient'> = async ({ body }, { deps }) 
     // Absent and null are the same: a client without client_credentials has no role of its own.
     role: body.role ?? null,
     accessTokenFormat: body.accessTokenFormat ?? 'jwt',
-    accessTokenTtl: body.accessTokenTtl ?? 600,
+    accessTokenTtl: body.accessTokenTtl ?? deps.defaultAccessTokenTtl,
     firstParty: body.firstParty ?? false,
     legacy: body.legacy ?? false,
     // Validation filled in the contract's defaults ([] and RS256).

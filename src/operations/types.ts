@@ -16,6 +16,8 @@ export interface OperationDeps {
   /** The published OpenAPI document, serialised once. */
   publishedSpec: string;
   graphqlSdl: string;
+  /** ACCESS_TOKEN_TTL: the access-token lifetime of a client registered without one. */
+  defaultAccessTokenTtl: number;
   /** Called after a user or client changes in a way that must end cached sessions at once. */
   invalidateSubject(subject: string): void;
 }

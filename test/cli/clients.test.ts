@@ -46,6 +46,13 @@ describe.each(DATABASE_KINDS)('portcullis clients on %s', { timeout: CLI_TEST_TI
     expect((await authenticate('reporting', fresh!)).client.clientId).toBe('reporting');
   });
 
+  it('create gives a client without --ttl the server\'s ACCESS_TOKEN_TTL', async () => {
+    const created = await runCli([...SERVICE, '--client-id', 'cli-default-ttl', '--json'], { ...t.env, ACCESS_TOKEN_TTL: '300' });
+    expect(created.code, created.stderr).toBe(0);
+    expect(JSON.parse(created.stdout)).toMatchObject({ clientId: 'cli-default-ttl', accessTokenTtl: 300 });
+    expect((await clientRow('cli-default-ttl'))!.accessTokenTtl).toBe(300);
+  });
+
   it('create --json has the shape of the REST 201 body; a public client gets no secret; list never shows secrets', async () => {
     const created = await runCli([...SERVICE, '--json'], t.env);
     expect(created.code).toBe(0);

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SERVED_GRANT_TYPES } from '../../src/oauth/grant-types.js';
-import { ADMIN_CLIENT_ID, ADMIN_CLIENT_REDIRECT_URI, type TestApp } from '../helpers/app.js';
+import { ADMIN_CLIENT_ID, ADMIN_CLIENT_REDIRECT_URI, startTestApp, type TestApp } from '../helpers/app.js';
 import { DATABASE_KINDS } from '../helpers/databases.js';
 import { INACTIVE_SUBJECT_CHALLENGE, INVALID_TOKEN, expectError, expectPrivateJson, startAccessApp } from '../access/support.js';
 
@@ -347,5 +347,34 @@ describe.each(DATABASE_KINDS)('client registration rules on %s', (kind) => {
       expect((await replace(id, { ...SPA, ...REPLACE_DEFAULTS, scopes: ['openid'] })).statusCode).toBe(200);
       expect(await invalidations()).toBe(before + 1);
     });
+  });
+});
+
+describe.each(DATABASE_KINDS)('the default access-token lifetime on %s', (kind) => {
+  let t: TestApp;
+
+  beforeAll(async () => {
+    t = await startTestApp(kind, { ACCESS_TOKEN_TTL: '300' });
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it('is ACCESS_TOKEN_TTL for a client registered without one, and what the client sets otherwise; its tokens live that long', async () => {
+    const admin = await t.adminClientToken();
+    const register = (body: unknown) => t.request({ method: 'POST', url: '/v1/clients', token: admin, body });
+    const plain = await register({ ...SERVICE, clientId: 'default-ttl' });
+    expect(plain.statusCode, plain.body).toBe(201);
+    expect(plain.json()).toMatchObject({ clientId: 'default-ttl', accessTokenTtl: 300 });
+    const own = await register({ ...SERVICE, clientId: 'own-ttl', accessTokenTtl: 900 });
+    expect(own.json()).toMatchObject({ clientId: 'own-ttl', accessTokenTtl: 900 });
+    const token = await t.app.fastify.inject({
+      method: 'POST',
+      url: '/oauth/token',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`default-ttl:${plain.json().clientSecret}`).toString('base64')}` },
+      payload: 'grant_type=client_credentials&scope=read%3Aposts',
+    });
+    expect(token.statusCode, token.body).toBe(200);
+    expect(token.json()).toMatchObject({ token_type: 'Bearer', expires_in: 300, scope: 'read:posts' });
   });
 });

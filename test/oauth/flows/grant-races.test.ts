@@ -207,7 +207,7 @@ describe.each(DATABASE_KINDS)('grants racing revocations on %s', (kind) => {
       token: { jti: newId(), format: 'jwt', grantType: 'authorization_code', issuedAt: 0, expiresAt: 0 },
     };
     const resource = await app.db.kysely.selectFrom('users').selectAll().where('id', '=', user.id).executeTakeFirstOrThrow();
-    const deps = { db: app.db.kysely, sqlite: null, policy, publishedSpec: '', graphqlSdl: '', invalidateSubject: (id: string) => app.oauth.tokens.evictSubject(id) };
+    const deps = { db: app.db.kysely, sqlite: null, policy, publishedSpec: '', graphqlSdl: '', defaultAccessTokenTtl: 600, invalidateSubject: (id: string) => app.oauth.tokens.evictSubject(id) };
     await handlers.replaceUser(
       { params: { userId: user.id }, query: {}, body: { email: user.email, name: user.name, role: user.role, active } } as never,
       { principal: admin, resource: resource as never, deps },
