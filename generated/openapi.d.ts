@@ -277,7 +277,7 @@ export interface paths {
         };
         /**
          * Get the GraphQL schema
-         * @description Returns the GraphQL schema as SDL text, including `@deprecated` markers. It is gated like introspection: the token needs the `read:schema` scope (unless the deployment is configured to make the schema public). GraphQL operations themselves are sent with `POST /graphql`.
+         * @description Returns the GraphQL schema as SDL text, including `@deprecated` markers. It is gated like introspection: the token needs the `read:schema` scope (unless the deployment is configured to make the schema public). This version publishes the GraphQL contract only; it executes no GraphQL operations yet.
          */
         get: operations["getGraphqlSchema"];
         put?: never;
