@@ -1,4 +1,5 @@
 import type { RouteDefinition } from '../src/rest/route-definition.js';
+import { roleHasPermission } from '../src/policy/decide.js';
 import type { Action, Condition, OperationAccess, PolicyTable, ResourcePolicy } from '../src/policy/table.js';
 
 /**
@@ -58,9 +59,7 @@ function accessCells(access: OperationAccess, policy: PolicyTable): string[] {
 }
 
 function rolesHolding(permission: string, policy: PolicyTable): string {
-  const roles = Object.entries(policy.roles)
-    .filter(([, role]) => role.permissions.includes(permission))
-    .map(([name]) => name);
+  const roles = Object.keys(policy.roles).filter((role) => roleHasPermission(policy, role, permission));
   return roles.length === 0 ? 'none' : roles.join(', ');
 }
 

@@ -7,10 +7,6 @@ export async function insertRefreshToken(db: Kysely<Database>, row: RefreshToken
   await db.insertInto('refreshTokens').values(row).execute();
 }
 
-export async function findRefreshToken(db: Kysely<Database>, tokenHash: string): Promise<RefreshTokenRow | null> {
-  return (await db.selectFrom('refreshTokens').selectAll().where('tokenHash', '=', tokenHash).executeTakeFirst()) ?? null;
-}
-
 /** The grant ids (refresh families) a user holds with one client registration. */
 export async function userFamilies(db: Kysely<Database>, userId: string, clientRegistrationId: string): Promise<string[]> {
   const rows = await db

@@ -3,7 +3,7 @@ import { NO_STORE_HEADERS } from '../../errors/oauth-renderer.js';
 import { ApiError } from '../../errors/registry.js';
 import type { Principal } from '../../policy/principal.js';
 import type { ClientRecord } from '../../storage/clients.js';
-import { findRefreshToken } from '../../storage/refresh-tokens.js';
+import { grantReadStore } from '../../storage/grant-store.js';
 import { findUserById } from '../../storage/users.js';
 import { OAuthError } from '../oauth-error.js';
 import { digestSecret } from '../secrets.js';
@@ -64,7 +64,7 @@ async function describeAccessToken(deps: IntrospectionDeps, client: ClientRecord
 
 async function describeRefreshToken(deps: IntrospectionDeps, client: ClientRecord, token: string): Promise<Record<string, unknown> | null> {
   if (!REFRESH_TOKEN_SHAPE.test(token)) return null;
-  const row = await findRefreshToken(deps.db.kysely, digestSecret(token));
+  const row = await grantReadStore(deps.db).findRefreshToken(digestSecret(token));
   const now = (deps.clock ?? Date.now)();
   if (!row || row.clientRegistrationId !== client.id || row.revokedAt !== null || row.rotatedAt !== null || Date.parse(row.expiresAt) <= now) return null;
   const user = await findUserById(deps.db.kysely, row.userId);

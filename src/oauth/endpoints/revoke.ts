@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { NO_STORE_HEADERS } from '../../errors/oauth-renderer.js';
 import type { ClientRecord } from '../../storage/clients.js';
-import { findRefreshToken } from '../../storage/refresh-tokens.js';
+import { grantReadStore } from '../../storage/grant-store.js';
 import { OAuthError } from '../oauth-error.js';
 import { digestSecret } from '../secrets.js';
 import { revokeGrant } from '../tokens/access-token-records.js';
@@ -51,7 +51,7 @@ export function registerRevocationEndpoint(scope: FastifyInstance, deps: TokenEn
 /** Ends the token if it is a live one of this client registration; null (and no write) for anything else. */
 async function revokeHeldToken(deps: TokenEndpointDeps, client: ClientRecord, token: string): Promise<Revoked | null> {
   // A refresh token ends its whole grant: the family and every access token issued from it (§2.1).
-  const refresh = REFRESH_TOKEN_SHAPE.test(token) ? await findRefreshToken(deps.db.kysely, digestSecret(token)) : null;
+  const refresh = REFRESH_TOKEN_SHAPE.test(token) ? await grantReadStore(deps.db).findRefreshToken(digestSecret(token)) : null;
   if (refresh) {
     if (refresh.clientRegistrationId !== client.id) return null;
     // Under the user's lock: a refresh of this family in progress commits first, and its new tokens end too.

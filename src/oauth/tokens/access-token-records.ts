@@ -2,7 +2,7 @@ import type { Kysely, Selectable } from 'kysely';
 import type { AccessTokensTable, Database } from '../../storage/schema.js';
 import { recordInvalidation } from '../../storage/invalidations.js';
 import { kyselyGrantStore } from '../../storage/grant-store.js';
-import { lockClientForRevocation, lockUserForRevocation } from '../../storage/row-locks.js';
+import { countUserRevocation, lockClientForRevocation, lockUserForRevocation } from '../../storage/row-locks.js';
 import { writeTransaction } from '../../storage/write-transaction.js';
 
 /**
@@ -68,7 +68,7 @@ export async function revokeReplayedGrant(db: Kysely<Database>, grantId: string,
  * (grants/grant-commit.ts).
  */
 export async function revokeUserTokens(db: Kysely<Database>, userId: string, revokedAt: string): Promise<number> {
-  await lockUserForRevocation(db, userId, true);
+  await countUserRevocation(db, userId);
   const result = await db
     .updateTable('accessTokens')
     .set({ revokedAt })
@@ -103,7 +103,7 @@ export async function revokeClientTokens(db: Kysely<Database>, clientId: string,
  * withdrawn). Under the user's lock, like revokeUserTokens.
  */
 export async function revokeUserClientTokens(db: Kysely<Database>, userId: string, clientRegistrationId: string, revokedAt: string): Promise<void> {
-  await lockUserForRevocation(db, userId, true);
+  await countUserRevocation(db, userId);
   await db
     .updateTable('accessTokens')
     .set({ revokedAt })
