@@ -16,7 +16,7 @@ import { EXIT_OK } from './cli-errors.js';
 import { JSON_OPTION, type Command, type CommandGroup } from './command.js';
 import { checkContractInput, invalidOptions } from './contract-input.js';
 import { parseInteger } from './option-values.js';
-import { formatCount, writeFields, writeJson, writeLine, writeTable } from './output.js';
+import { writeFields, writeJson, writeLine, writeTable } from './output.js';
 
 /** Contract field -> the option that sets it, for error messages. */
 const CLIENT_OPTIONS = {
@@ -54,7 +54,8 @@ type ClientCreate = components['schemas']['ClientCreate'];
 type ClientCreateBody = Required<Omit<ClientCreate, 'clientId' | 'role' | 'accessTokenTtl'>> & Pick<ClientCreate, 'clientId' | 'role' | 'accessTokenTtl'>;
 
 /** What may be shown: everything but the secret digest. */
-function viewOf({ secretHash: _digest, ...client }: ClientWithSecret): ClientRecord {
+/** As the API shows a client: no secret digest, no revocation count. */
+function viewOf({ secretHash: _digest, revocations: _revocations, ...client }: ClientWithSecret): Omit<ClientRecord, 'revocations'> {
   return client;
 }
 
@@ -226,7 +227,7 @@ const rotateClientSecretCommand: Command = {
   summary: 'Give a confidential client a new secret (printed once); the old one stops working',
   positionals: ['<client_id>'],
   options: {
-    'revoke-tokens': { type: 'boolean', description: 'also revoke the access tokens issued to the client (say, after a leak)' },
+    'revoke-tokens': { type: 'boolean', description: 'also revoke every token issued to the client and to its users (say, after a leak)' },
     json: JSON_OPTION,
   },
   async run({ options, positionals }, { db }) {
@@ -234,20 +235,20 @@ const rotateClientSecretCommand: Command = {
     if (client.type !== 'confidential') throw new Error(`client ${client.clientId} is public: it has no secret to rotate`);
     const secret = generateSecret();
     const now = nowIso();
-    const revoked = await db.kysely.transaction().execute(async (trx) => {
+    const revokeTokens = options['revoke-tokens'] === true;
+    await db.kysely.transaction().execute(async (trx) => {
       await trx.updateTable('clients').set({ secretHash: digestSecret(secret), updatedAt: now }).where('id', '=', client.id).execute();
-      if (options['revoke-tokens']) return revokeClientTokens(trx, client.clientId, now);
-      // Running servers hold the registration, the old secret's digest with it: they read it again.
-      await recordInvalidation(trx, 'client', client.clientId);
-      return 0;
+      // Either way running servers read the registration again (the old secret's digest is in what they hold).
+      if (revokeTokens) await revokeClientTokens(trx, client.clientId, now);
+      else await recordInvalidation(trx, 'client', client.clientId);
     });
     if (options.json) {
-      writeJson({ clientId: client.clientId, clientSecret: secret, revokedTokens: revoked });
+      writeJson({ clientId: client.clientId, clientSecret: secret, tokensRevoked: revokeTokens });
       return EXIT_OK;
     }
     writeLine(`client_id: ${client.clientId}`);
     writeLine(`client_secret: ${secret}\n(shown once: only its digest is stored; the previous secret no longer works)`);
-    if (options['revoke-tokens']) writeLine(`revoked ${formatCount(revoked, 'access token')}`);
+    if (revokeTokens) writeLine('every access and refresh token issued to the client so far is revoked');
     return EXIT_OK;
   },
 };
@@ -260,16 +261,15 @@ const deleteClientCommand: Command = {
   async run({ options, positionals }, { db }) {
     const client = await findClientOrFail(db.kysely, positionals[0]!);
     // As DELETE /v1/clients/{id} does: revocation and deletion commit together.
-    const revoked = await db.kysely.transaction().execute(async (trx) => {
-      const revokedTokens = await revokeClientTokens(trx, client.clientId, nowIso());
+    await db.kysely.transaction().execute(async (trx) => {
+      await revokeClientTokens(trx, client.clientId, nowIso());
       await trx.deleteFrom('clients').where('id', '=', client.id).execute();
-      return revokedTokens;
     });
     if (options.json) {
-      writeJson({ clientId: client.clientId, deleted: true, revokedTokens: revoked });
+      writeJson({ clientId: client.clientId, deleted: true });
       return EXIT_OK;
     }
-    writeLine(`deleted client ${client.clientId}; revoked ${formatCount(revoked, 'access token')}`);
+    writeLine(`deleted client ${client.clientId} and revoked its tokens`);
     return EXIT_OK;
   },
 };

@@ -25,6 +25,31 @@ export function digestSecret(secret: string): string {
   return hash('sha256', secret, 'hex');
 }
 
+/**
+ * A bearer token found by its stored key (an opaque access token, a refresh token): 12 hex digits of the
+ * millisecond it was made, then 32 random bytes, base64url (55 characters). Tokens made before this shape
+ * existed are the 32 random bytes alone (43 characters) and are still accepted.
+ */
+export const LOOKUP_TOKEN = /^(?:[0-9a-f]{12})?[A-Za-z0-9_-]{43}$/;
+
+const TIME_PREFIX_LENGTH = 12;
+
+export function generateLookupToken(now: number = Date.now()): string {
+  return `${now.toString(16).padStart(TIME_PREFIX_LENGTH, '0')}${generateSecret()}`;
+}
+
+/**
+ * The stored key of a token of LOOKUP_TOKEN's shape: its time prefix, then the digest of the whole token.
+ * Keys are thereby in creation order, so each new row lands on the last pages of the key's index, and a
+ * commit writes those few pages rather than one random page per token (a digest alone is random). The
+ * prefix tells only when the token was made; a presented token is found only if it is the whole token.
+ * A 43-character token's key is its digest, as it always was.
+ */
+export function tokenLookupKey(token: string): string {
+  const digest = digestSecret(token);
+  return token.length > 43 ? `${token.slice(0, TIME_PREFIX_LENGTH)}${digest}` : digest;
+}
+
 /** Whether `secret` matches a stored digest, compared in constant time. */
 export function secretMatches(secret: string, digest: string): boolean {
   const actual = Buffer.from(digestSecret(secret), 'utf8');

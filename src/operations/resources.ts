@@ -23,7 +23,7 @@ export function toResource(type: string, row: Record<string, unknown>): Resource
     case 'user':
       return { ...toUserRecord({ ...(row as object), passwordHash: '' } as never) };
     case 'client': {
-      const { secretHash: _secret, ...client } = toClientRecord(row as never);
+      const { secretHash: _secret, revocations: _revocations, ...client } = toClientRecord(row as never);
       return client;
     }
     default:

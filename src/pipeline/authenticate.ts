@@ -95,6 +95,8 @@ function principalOf(token: VerifiedToken, subject: SubjectStatus | null, client
   if (!client) throw invalidToken('The client of the token is no longer registered');
   // The client_id may have been deleted and registered again: the token belongs to the old registration.
   if (client.id !== token.clientRegistrationId) throw invalidToken('The client of the token is no longer registered');
+  // A self-contained token has no row to mark: the client's tokens were revoked since it was issued.
+  if (token.clientRevocations !== null && token.clientRevocations !== client.revocations) throw invalidToken('The access token was revoked');
   return {
     kind: token.subjectType,
     subject: token.subject,

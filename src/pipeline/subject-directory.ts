@@ -9,6 +9,8 @@ export interface SubjectStatus {
   active: boolean;
   /** A client's: the scopes it may hold now (a token's scopes are narrowed to these). Null for users. */
   scopes: ReadonlySet<string> | null;
+  /** A client's: how many times its tokens were revoked (a self-contained token must carry this count). Null for users. */
+  revocations: number | null;
 }
 
 /**
@@ -67,13 +69,13 @@ export class SubjectDirectory {
 
   async #loadUser(id: string): Promise<SubjectStatus | null> {
     const row = await this.db.selectFrom('users').select(['role', 'active']).where('id', '=', id).executeTakeFirst();
-    return row ? { id, role: row.role, active: Boolean(row.active), scopes: null } : null;
+    return row ? { id, role: row.role, active: Boolean(row.active), scopes: null, revocations: null } : null;
   }
 
   async #loadClient(clientId: string): Promise<SubjectStatus | null> {
-    const row = await this.db.selectFrom('clients').select(['id', 'role', 'scopes']).where('clientId', '=', clientId).executeTakeFirst();
+    const row = await this.db.selectFrom('clients').select(['id', 'role', 'scopes', 'revocations']).where('clientId', '=', clientId).executeTakeFirst();
     // A client without a role is still the registration its users' tokens were issued to (authenticate.ts
     // refuses only tokens naming it as their own subject).
-    return row ? { id: row.id, role: row.role, active: true, scopes: new Set(JSON.parse(row.scopes) as string[]) } : null;
+    return row ? { id: row.id, role: row.role, active: true, scopes: new Set(JSON.parse(row.scopes) as string[]), revocations: row.revocations } : null;
   }
 }

@@ -23,6 +23,11 @@ export interface ClientRecord {
   legacy: boolean;
   postLogoutRedirectUris: string[];
   idTokenSignedResponseAlg: IdTokenAlg;
+  /**
+   * How many times the client's tokens were revoked. A client-credentials JWT carries the count it was
+   * issued under (it has no row to mark), and stops working once the count moves on.
+   */
+  revocations: number;
   createdAt: string;
   updatedAt: string;
 }
@@ -48,12 +53,13 @@ export function toClientRecord(row: Selectable<ClientsTable>): ClientWithSecret 
     legacy: Boolean(row.legacy),
     postLogoutRedirectUris: JSON.parse(row.postLogoutRedirectUris) as string[],
     idTokenSignedResponseAlg: row.idTokenSignedResponseAlg as IdTokenAlg,
+    revocations: row.revocations,
     createdAt: row.createdAt,
     updatedAt: row.updatedAt,
   };
 }
 
-export type NewClient = Omit<ClientWithSecret, 'createdAt' | 'updatedAt'>;
+export type NewClient = Omit<ClientWithSecret, 'revocations' | 'createdAt' | 'updatedAt'>;
 
 export function clientRow(client: NewClient, createdAt: string, updatedAt: string): Selectable<ClientsTable> {
   return {
@@ -72,6 +78,7 @@ export function clientRow(client: NewClient, createdAt: string, updatedAt: strin
     legacy: client.legacy,
     postLogoutRedirectUris: JSON.stringify(client.postLogoutRedirectUris),
     idTokenSignedResponseAlg: client.idTokenSignedResponseAlg,
+    revocations: 0,
     createdAt,
     updatedAt,
   };

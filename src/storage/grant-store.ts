@@ -10,6 +10,20 @@ import { TOKEN_COLUMNS, tokenRowValues, type TokenRow, type TokenTable } from '.
 import { isSqlite } from './write-transaction.js';
 
 /**
+ * What a request that read a client registration checks again where it commits (a grant's transaction, a
+ * token's guard, turn-batch.ts): the registration is unchanged — the same `updatedAt` (a new secret, fewer
+ * scopes) and the same `revocations` (its tokens revoked meanwhile).
+ */
+export interface RegistrationState {
+  updatedAt: string;
+  revocations: number;
+}
+
+export function sameRegistrationState(a: RegistrationState | null, b: RegistrationState): boolean {
+  return a !== null && a.updatedAt === b.updatedAt && a.revocations === b.revocations;
+}
+
+/**
  * What a user grant's transaction reads and writes (oauth/grants/grant-commit.ts): its locks, the use of
  * its code or refresh token, the revocation of a replayed grant, its token rows. Each statement is written
  * once, with Kysely, and compiled once per dialect; it then runs either through Kysely (PostgreSQL, and
@@ -20,8 +34,8 @@ import { isSqlite } from './write-transaction.js';
 export interface GrantStore {
   /** The user's row lock (PostgreSQL; on SQLite the write transaction already excludes every writer); null: no such user. */
   lockUser(userId: string): Promise<LockedUser | null>;
-  /** The registration's shared lock; when it last changed, or null when it is gone. */
-  lockClientRegistration(clientRegistrationId: string): Promise<string | null>;
+  /** The registration's shared lock; its state, or null when it is gone. */
+  lockClientRegistration(clientRegistrationId: string): Promise<RegistrationState | null>;
   findRefreshToken(tokenHash: string): Promise<RefreshTokenRow | null>;
   /** Marks the refresh token used if it is neither used nor revoked; false otherwise. */
   rotateRefreshToken(tokenHash: string, rotatedAt: string): Promise<boolean>;
@@ -56,7 +70,7 @@ const STATEMENTS = {
   },
   // FOR SHARE: grants of many users to one client go on side by side; a revocation by client waits.
   lockClientRegistration: (db: Kysely<Database>) => {
-    const query = db.selectFrom('clients').select('updatedAt').where('id', '=', P);
+    const query = db.selectFrom('clients').select(['updatedAt', 'revocations']).where('id', '=', P);
     return isSqlite(db) ? query : query.forShare();
   },
   findRefreshToken: (db: Kysely<Database>) => db.selectFrom('refreshTokens').selectAll().where('tokenHash', '=', P),
@@ -143,9 +157,9 @@ class StatementGrantStore implements GrantStore {
     return row ? { active: Boolean(row.active), updatedAt: row.updatedAt, revocations: Number(row.revocations) } : null;
   }
 
-  async lockClientRegistration(clientRegistrationId: string): Promise<string | null> {
-    const row = await this.#run.row<{ updatedAt: string }>('lockClientRegistration', [clientRegistrationId]);
-    return row?.updatedAt ?? null;
+  async lockClientRegistration(clientRegistrationId: string): Promise<RegistrationState | null> {
+    const row = await this.#run.row<{ updatedAt: string; revocations: number | string }>('lockClientRegistration', [clientRegistrationId]);
+    return row ? { updatedAt: row.updatedAt, revocations: Number(row.revocations) } : null;
   }
 
   async findRefreshToken(tokenHash: string): Promise<RefreshTokenRow | null> {

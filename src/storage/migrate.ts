@@ -9,6 +9,7 @@ import { auditAggregatesAndCheckpoints } from './migrations/006-audit-aggregates
 import { userSignIn } from './migrations/007-user-sign-in.js';
 import { authorizationCodeOutcome } from './migrations/008-authorization-code-outcome.js';
 import { userRevocations } from './migrations/009-user-revocations.js';
+import { selfContainedTokens } from './migrations/010-self-contained-tokens.js';
 
 /** The ordered migration set. Names sort in application order; never rename or edit a shipped one. */
 function migrationsFor(db: Db): Record<string, Migration> {
@@ -22,6 +23,7 @@ function migrationsFor(db: Db): Record<string, Migration> {
     '007-user-sign-in': userSignIn(db.dialect),
     '008-authorization-code-outcome': authorizationCodeOutcome,
     '009-user-revocations': userRevocations,
+    '010-self-contained-tokens': selfContainedTokens,
   };
 }
 

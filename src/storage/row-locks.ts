@@ -41,7 +41,11 @@ export async function countUserRevocation(db: Kysely<Database>, userId: string):
   await db.updateTable('users').set((eb) => ({ revocations: eb('revocations', '+', 1) })).where('id', '=', userId).execute();
 }
 
-/** A revocation by client locks its registration exclusively: it waits for the grants in progress, later ones wait for it. */
-export async function lockClientForRevocation(db: Kysely<Database>, clientId: string): Promise<void> {
-  if (!isSqlite(db)) await db.selectFrom('clients').select('id').where('clientId', '=', clientId).forNoKeyUpdate().execute();
+/**
+ * A revocation by client counts itself in `clients.revocations`, which ends the client's self-contained
+ * tokens (they carry the count they were issued under); the UPDATE locks the registration exclusively, so
+ * it waits for the grants in progress and later ones wait for it.
+ */
+export async function countClientRevocation(db: Kysely<Database>, clientId: string): Promise<void> {
+  await db.updateTable('clients').set((eb) => ({ revocations: eb('revocations', '+', 1) })).where('clientId', '=', clientId).execute();
 }

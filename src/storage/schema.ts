@@ -58,6 +58,8 @@ export interface ClientsTable {
   postLogoutRedirectUris: string;
   /** RS256 (the default every OpenID Connect client can verify) or ES256. */
   idTokenSignedResponseAlg: string;
+  /** How many times the client's tokens were revoked; a self-contained token carries the count it was issued under. */
+  revocations: Generated<number>;
 }
 
 export interface SigningKeysTable {
@@ -86,6 +88,13 @@ export interface AccessTokensTable {
   clientRegistrationId: string | null;
   /** The user's grant the token came from (code exchange, device approval, refresh family); null for client credentials. */
   grantId: string | null;
+}
+
+/** Self-contained access tokens (client-credentials JWTs, which have no `access_tokens` row) revoked one by one. */
+export interface RevokedAccessTokensTable {
+  jti: string;
+  /** The token's own expiry: after it the entry is purged. */
+  expiresAt: string;
 }
 
 /** A browser's sign-in; `id` is the SHA-256 digest of the session cookie. */
@@ -261,6 +270,7 @@ export interface Database {
   clients: ClientsTable;
   signingKeys: SigningKeysTable;
   accessTokens: AccessTokensTable;
+  revokedAccessTokens: RevokedAccessTokensTable;
   auditEvents: AuditEventsTable;
   idempotencyKeys: IdempotencyKeysTable;
   invalidations: InvalidationsTable;

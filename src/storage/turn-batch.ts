@@ -1,6 +1,6 @@
 import type { Kysely, Selectable } from 'kysely';
 import type { Db } from './dialect.js';
-import { kyselyGrantStore, sqliteGrantStore, type GrantStore } from './grant-store.js';
+import { kyselyGrantStore, sameRegistrationState, sqliteGrantStore, type GrantStore, type RegistrationState } from './grant-store.js';
 import type { Database } from './schema.js';
 import type { SqliteHandle } from './sqlite-handle.js';
 import type { TokenRow, TokenTable } from './token-rows.js';
@@ -23,15 +23,16 @@ export class BatchCommitError extends Error {
 }
 
 /**
- * The client registration a request's rows were issued under, as the request saw it (its `updatedAt`). The
- * commit stores the rows only if the registration is unchanged, reading it in the commit's own transaction
- * (on PostgreSQL with FOR SHARE): a change that revokes the client's tokens (a secret rotated after a leak)
- * locks the registration first, so either it commits first and the rows are refused, or it waits for this
- * commit and revokes them with the rest. Nothing minted under an old secret outlives the rotation.
+ * The client registration a request's token was issued under, as the request saw it. The commit stores
+ * the rows only if the registration is unchanged (grant-store.ts RegistrationState), reading it in the
+ * commit's own transaction (on PostgreSQL with FOR SHARE): a change that revokes the client's tokens (a
+ * secret rotated after a leak) locks the registration first, so either it commits first and the rows are
+ * refused, or it waits for this commit and revokes them with the rest. Nothing minted under an old secret
+ * outlives the rotation. A token without rows (a self-contained JWT) is checked the same way, by a read
+ * alone: it is answered only if the registration was still the one it was issued under after it was made.
  */
-export interface RegistrationGuard {
+export interface RegistrationGuard extends RegistrationState {
   clientRegistrationId: string;
-  updatedAt: string;
 }
 
 /** Why a request's rows were not stored: its client registration changed (or went) before they could be. */
@@ -152,9 +153,14 @@ interface Committed {
   outcomes: Map<WorkWaiter, Outcome>;
 }
 
-/** The waiters whose guard no longer matches the registration as `current` reads it (id -> updatedAt). */
-function staleWaiters(waiters: readonly RowsWaiter[], current: ReadonlyMap<string, string>): Set<RowsWaiter> {
-  return new Set(waiters.filter(({ guard }) => guard !== null && current.get(guard.clientRegistrationId) !== guard.updatedAt));
+/** The waiters whose guard no longer matches the registration as `current` reads it. */
+function staleWaiters(waiters: readonly RowsWaiter[], current: ReadonlyMap<string, RegistrationState>): Set<RowsWaiter> {
+  return new Set(waiters.filter(({ guard }) => guard !== null && !sameRegistrationState(current.get(guard.clientRegistrationId) ?? null, guard)));
+}
+
+/** Whether the turn writes anything: a turn of guards alone reads the registrations without a transaction. */
+function writes(waiters: readonly Waiter[]): boolean {
+  return waiters.some((waiter) => waiter.kind === 'work' || waiter.rows.length > 0);
 }
 
 function guardedIds(waiters: readonly RowsWaiter[]): string[] {
@@ -171,12 +177,13 @@ async function commitOnSqlite(handle: SqliteHandle, store: GrantStore, waiters: 
   const run = (sql: string) => handle.prepare(sql).run();
   const rowWaiters = waiters.filter((waiter): waiter is RowsWaiter => waiter.kind === 'rows');
   const outcomes = new Map<WorkWaiter, Outcome>();
-  run('begin immediate');
+  const transaction = writes(waiters);
+  if (transaction) run('begin immediate');
   try {
-    const current = new Map<string, string>();
+    const current = new Map<string, RegistrationState>();
     for (const id of guardedIds(rowWaiters)) {
-      const updatedAt = await store.lockClientRegistration(id);
-      if (updatedAt !== null) current.set(id, updatedAt);
+      const registration = await store.lockClientRegistration(id);
+      if (registration !== null) current.set(id, registration);
     }
     const stale = staleWaiters(rowWaiters, current);
     for (const waiter of rowWaiters) if (!stale.has(waiter)) await store.insertRows(waiter.rows);
@@ -191,7 +198,7 @@ async function commitOnSqlite(handle: SqliteHandle, store: GrantStore, waiters: 
       }
       run('release work');
     }
-    run('commit');
+    if (transaction) run('commit');
     return { stale, outcomes };
   } catch (error) {
     // SQLite may have rolled back already (a full disk, say); the error that ended the commit is the one to report.
@@ -201,12 +208,11 @@ async function commitOnSqlite(handle: SqliteHandle, store: GrantStore, waiters: 
 }
 
 async function commitOnPostgres(kysely: Kysely<Database>, waiters: readonly RowsWaiter[]): Promise<Committed> {
+  if (!writes(waiters)) return { stale: staleWaiters(waiters, await readRegistrations(kysely, guardedIds(waiters), false)), outcomes: new Map() };
   return kysely.transaction().execute(async (trx) => {
-    const ids = guardedIds(waiters);
     // FOR SHARE: a revocation that locks the registration (revokeClientTokens) waits for this commit, or
     // this read waits for it and sees the registration as it left it.
-    const registrations = ids.length === 0 ? [] : await trx.selectFrom('clients').select(['id', 'updatedAt']).where('id', 'in', ids).forShare().execute();
-    const stale = staleWaiters(waiters, new Map(registrations.map((row) => [row.id, row.updatedAt])));
+    const stale = staleWaiters(waiters, await readRegistrations(trx, guardedIds(waiters), true));
     const byTable: { [T in TokenTable]: Selectable<Database[T]>[] } = { accessTokens: [], refreshTokens: [] };
     for (const waiter of waiters) {
       if (stale.has(waiter)) continue;
@@ -223,4 +229,12 @@ async function commitOnPostgres(kysely: Kysely<Database>, waiters: readonly Rows
     }
     return { stale, outcomes: new Map() };
   });
+}
+
+async function readRegistrations(db: Kysely<Database>, ids: readonly string[], forShare: boolean): Promise<Map<string, RegistrationState>> {
+  if (ids.length === 0) return new Map();
+  const query = db.selectFrom('clients').select(['id', 'updatedAt', 'revocations']).where('id', 'in', ids);
+  const rows = await (forShare ? query.forShare() : query).execute();
+  // An integer column comes back from PostgreSQL as a number; Number() keeps the comparison exact either way.
+  return new Map(rows.map((row) => [row.id, { updatedAt: row.updatedAt, revocations: Number(row.revocations) }]));
 }

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { configFrom } from '../../src/config/config.js';
+import { revokeClientTokens } from '../../src/oauth/tokens/access-token-records.js';
 import { TokenService } from '../../src/oauth/tokens/token-service.js';
 import { SubjectDirectory } from '../../src/pipeline/subject-directory.js';
 import { findClientByClientId } from '../../src/storage/clients.js';
@@ -369,8 +370,8 @@ describe.each(DATABASE_KINDS)('authentication (pipeline step 2) on %s', (kind) =
       await kysely.updateTable('users').set({ active: false }).where('id', '=', member.id).execute();
       directory.forget(member.id); // what the deactivation does
       release();
-      expect(await inFlight).toEqual({ id: member.id, role: 'member', active: true, scopes: null }); // that request began before the change
-      expect(await directory.lookup('user', member.id)).toEqual({ id: member.id, role: 'member', active: false, scopes: null });
+      expect(await inFlight).toEqual({ id: member.id, role: 'member', active: true, scopes: null, revocations: null }); // that request began before the change
+      expect(await directory.lookup('user', member.id)).toEqual({ id: member.id, role: 'member', active: false, scopes: null, revocations: null });
     });
 
     it('a deleted client’s client-credentials tokens stop working, and it can get no new ones', async () => {
@@ -398,12 +399,52 @@ describe.each(DATABASE_KINDS)('authentication (pipeline step 2) on %s', (kind) =
 
       const del = await t.request({ method: 'DELETE', url: `/v1/clients/${client.id}`, token: admin });
       expect({ status: del.statusCode, body: del.body }).toEqual({ status: 204, body: '' });
-      expectError(await t.request({ url: '/v1/posts', token }), 401, INVALID_TOKEN, INVALID_TOKEN_CHALLENGE);
+      // The token is self-contained (nothing to mark): its subject, the client, is gone.
+      expectError(await t.request({ url: '/v1/posts', token }), 401, INVALID_TOKEN, INACTIVE_SUBJECT_CHALLENGE);
       const again = await tokenRequest();
       expect({ status: again.statusCode, body: JSON.parse(again.body) }).toEqual({
         status: 401,
         body: { error: 'invalid_client', error_description: 'Client authentication failed.' },
       });
+    });
+
+    it("a client-credentials JWT stops working when its client's tokens are revoked, on every instance, and a new one works", async () => {
+      const admin = await t.adminClientToken();
+      const created = await t.request({
+        method: 'POST',
+        url: '/v1/clients',
+        token: admin,
+        body: { name: 'Leaky service', type: 'confidential', redirectUris: [], grantTypes: ['client_credentials'], scopes: ['read:posts'], role: 'member' },
+      });
+      expect(created.statusCode, created.body).toBe(201);
+      const client = created.json() as { id: string; clientId: string; clientSecret: string };
+      const tokenRequest = () =>
+        t.app.fastify.inject({
+          method: 'POST',
+          url: '/oauth/token',
+          headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${client.clientId}:${client.clientSecret}`).toString('base64')}` },
+          payload: 'grant_type=client_credentials',
+        });
+      const token = (JSON.parse((await tokenRequest()).body) as { access_token: string }).access_token;
+      expect(decodePart(token.split('.')[1]!)).toMatchObject({ reg: client.id, rev: 0 });
+      expect((await t.request({ url: '/v1/posts', token })).statusCode).toBe(200); // now cached
+
+      // What `clients rotate-secret --revoke-tokens` commits (the secret aside), as another process would.
+      await t.app.db.kysely.transaction().execute((trx) => revokeClientTokens(trx, client.clientId, new Date().toISOString()));
+      // A server that never saw the token refuses it at once: the count it carries is behind.
+      const fresh = new SubjectDirectory(t.app.db.kysely);
+      expect((await fresh.lookup('client', client.clientId))?.revocations).toBe(1);
+      let status = 200;
+      for (let waited = 0; status === 200 && waited < 3000; waited += 50) {
+        status = (await t.request({ url: '/v1/posts', token })).statusCode;
+        if (status === 200) await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      expectError(await t.request({ url: '/v1/posts', token }), 401, INVALID_TOKEN, `${REALM}, error="invalid_token", error_description="The access token was revoked"`);
+      const renewed = await tokenRequest();
+      expect(renewed.statusCode, renewed.body).toBe(200);
+      const next = (JSON.parse(renewed.body) as { access_token: string }).access_token;
+      expect(decodePart(next.split('.')[1]!)).toMatchObject({ reg: client.id, rev: 1 });
+      expect((await t.request({ url: '/v1/posts', token: next })).statusCode).toBe(200);
     });
 
     it('user tokens issued to a deleted client stop working too', async () => {

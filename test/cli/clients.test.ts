@@ -237,7 +237,7 @@ describe.each(DATABASE_KINDS)('portcullis clients on %s', { timeout: CLI_TEST_TI
     });
     await t.db.kysely.insertInto('accessTokens').values([token('d1', 'doomed'), token('o1', 'other')]).execute();
 
-    expect(await runCli(['clients', 'delete', 'doomed'], t.env)).toEqual({ code: 0, stdout: 'deleted client doomed; revoked 1 access token\n', stderr: '' });
+    expect(await runCli(['clients', 'delete', 'doomed'], t.env)).toEqual({ code: 0, stdout: 'deleted client doomed and revoked its tokens\n', stderr: '' });
     expect(await clientRow('doomed')).toBeUndefined();
     const revokedAt = async (jti: string) => (await t.db.kysely.selectFrom('accessTokens').select('revokedAt').where('jti', '=', jti).executeTakeFirstOrThrow()).revokedAt;
     expect(await revokedAt('d1')).not.toBeNull();
@@ -247,8 +247,16 @@ describe.each(DATABASE_KINDS)('portcullis clients on %s', { timeout: CLI_TEST_TI
     const rotated = await runCli(['clients', 'rotate-secret', 'other', '--revoke-tokens', '--json'], t.env);
     expect(rotated.code).toBe(0);
     const { clientSecret, ...rest } = JSON.parse(rotated.stdout);
-    expect(rest).toEqual({ clientId: 'other', revokedTokens: 1 });
+    expect(rest).toEqual({ clientId: 'other', tokensRevoked: true });
     expect((await clientRow('other'))!.secretHash).toBe(digestSecret(clientSecret));
     expect(await revokedAt('o1')).not.toBeNull();
+    // The client's self-contained JWTs (no rows) end with the count they carry.
+    expect((await clientRow('other'))!.revocations).toBe(1);
+    const plain = await runCli(['clients', 'rotate-secret', 'other', '--revoke-tokens'], t.env);
+    expect(plain.stdout).toMatch(/\nevery access and refresh token issued to the client so far is revoked\n$/);
+    expect((await clientRow('other'))!.revocations).toBe(2);
+    const kept = JSON.parse((await runCli(['clients', 'rotate-secret', 'other', '--json'], t.env)).stdout);
+    expect(kept).toEqual({ clientId: 'other', clientSecret: expect.any(String), tokensRevoked: false });
+    expect((await clientRow('other'))!.revocations).toBe(2);
   });
 });

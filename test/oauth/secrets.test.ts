@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { digestSecret, generateSecret, secretMatches } from '../../src/oauth/secrets.js';
+import { digestSecret, generateLookupToken, generateSecret, LOOKUP_TOKEN, secretMatches, tokenLookupKey } from '../../src/oauth/secrets.js';
 
 describe('secrets', () => {
   it('generates 256-bit base64url secrets that differ', () => {
@@ -24,5 +24,24 @@ describe('secrets', () => {
     expect(secretMatches(`${secret}x`, digest)).toBe(false);
     expect(secretMatches(secret, 'not-a-digest')).toBe(false);
     expect(secretMatches(secret, '')).toBe(false);
+  });
+
+  it('makes lookup tokens whose keys sort in the order the tokens were made, and keys older tokens by their digest', () => {
+    const at = Date.UTC(2026, 10, 23, 12, 0, 0, 0);
+    const first = generateLookupToken(at);
+    const second = generateLookupToken(at + 1);
+    expect(first).toMatch(/^[0-9a-f]{12}[A-Za-z0-9_-]{43}$/);
+    expect(first.slice(0, 12)).toBe(at.toString(16).padStart(12, '0'));
+    expect(Buffer.from(first.slice(12), 'base64url')).toHaveLength(32);
+    expect(LOOKUP_TOKEN.test(first)).toBe(true);
+    expect(tokenLookupKey(first)).toBe(`${first.slice(0, 12)}${digestSecret(first)}`);
+    expect(tokenLookupKey(first) < tokenLookupKey(second)).toBe(true);
+    // The whole token is digested: the same random part under another time, or a changed secret, is another key.
+    expect(tokenLookupKey(`${second.slice(0, 12)}${first.slice(12)}`)).not.toBe(tokenLookupKey(first));
+    // A 43-character token from before the time prefix keeps its digest as its key.
+    const older = generateSecret();
+    expect(LOOKUP_TOKEN.test(older)).toBe(true);
+    expect(tokenLookupKey(older)).toBe(digestSecret(older));
+    for (const malformed of [`${first}x`, first.slice(1), `ABCDEF012345${first.slice(12)}`, '']) expect(LOOKUP_TOKEN.test(malformed)).toBe(false);
   });
 });

@@ -79,7 +79,7 @@ describe.each(DATABASE_KINDS)('rows of one event-loop turn share one commit on %
   it('stores a guarded write only while its client registration is unchanged, and the rest of the turn regardless', async () => {
     const { client } = await createClient(t.db);
     const { client: other } = await createClient(t.db);
-    const seen = { clientRegistrationId: client.id, updatedAt: client.updatedAt };
+    const seen = { clientRegistrationId: client.id, updatedAt: client.updatedAt, revocations: 0 };
     // Unchanged: stored.
     const first = accessRow({ clientRegistrationId: client.id });
     await batch.write([first], seen);
@@ -91,7 +91,7 @@ describe.each(DATABASE_KINDS)('rows of one event-loop turn share one commit on %
     const unguarded = accessRow();
     const results = await Promise.allSettled([
       batch.write([stale], seen),
-      batch.write([sibling], { clientRegistrationId: other.id, updatedAt: other.updatedAt }),
+      batch.write([sibling], { clientRegistrationId: other.id, updatedAt: other.updatedAt, revocations: 0 }),
       batch.write([unguarded]),
     ]);
     expect(results.map((result) => result.status)).toEqual(['rejected', 'fulfilled', 'fulfilled']);
@@ -100,10 +100,35 @@ describe.each(DATABASE_KINDS)('rows of one event-loop turn share one commit on %
     expect(await jtis()).toEqual(stored);
     // A deleted registration refuses its writes too.
     await t.db.kysely.deleteFrom('clients').where('id', '=', other.id).execute();
-    await expect(batch.write([accessRow({ clientRegistrationId: other.id })], { clientRegistrationId: other.id, updatedAt: other.updatedAt })).rejects.toBeInstanceOf(
+    await expect(batch.write([accessRow({ clientRegistrationId: other.id })], { clientRegistrationId: other.id, updatedAt: other.updatedAt, revocations: 0 })).rejects.toBeInstanceOf(
       StaleRegistrationError,
     );
     expect(await jtis()).toEqual(stored);
+  });
+
+  it("refuses a guarded write once the client's tokens were revoked, its updatedAt unchanged", async () => {
+    const { client } = await createClient(t.db);
+    const seen = { clientRegistrationId: client.id, updatedAt: client.updatedAt, revocations: 0 };
+    await t.db.kysely.updateTable('clients').set({ revocations: 1 }).where('id', '=', client.id).execute();
+    await expect(batch.write([accessRow({ clientRegistrationId: client.id })], seen)).rejects.toBeInstanceOf(StaleRegistrationError);
+    await expect(batch.write([], seen)).rejects.toBeInstanceOf(StaleRegistrationError);
+    expect(await jtis()).toEqual([]);
+    await batch.write([], { ...seen, revocations: 1 });
+  });
+
+  it('checks guards without rows (self-contained tokens) by reading the registrations, without a transaction', async () => {
+    const { client } = await createClient(t.db);
+    const { client: gone } = await createClient(t.db);
+    await t.db.kysely.deleteFrom('clients').where('id', '=', gone.id).execute();
+    const guard = (c: typeof client) => ({ clientRegistrationId: c.id, updatedAt: c.updatedAt, revocations: 0 });
+    const transactions = vi.spyOn(t.db.kysely, 'transaction');
+    const statements = t.db.sqlite ? vi.spyOn(t.db.sqlite, 'prepare') : null;
+    const results = await Promise.allSettled([batch.write([], guard(client)), batch.write([], guard(gone)), batch.write([], guard(client))]);
+    expect(results.map((result) => result.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect((results[1] as PromiseRejectedResult).reason).toBeInstanceOf(StaleRegistrationError);
+    expect(transactions).not.toHaveBeenCalled();
+    if (statements) expect(statements.mock.calls.map(([text]) => text)).not.toContain('begin immediate');
+    expect(await jtis()).toEqual([]);
   });
 
   it('commits the writes of one turn in one transaction', async () => {

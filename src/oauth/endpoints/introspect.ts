@@ -6,7 +6,7 @@ import type { ClientRecord } from '../../storage/clients.js';
 import { grantReadStore } from '../../storage/grant-store.js';
 import { findUserById } from '../../storage/users.js';
 import { OAuthError } from '../oauth-error.js';
-import { digestSecret } from '../secrets.js';
+import { LOOKUP_TOKEN, tokenLookupKey } from '../secrets.js';
 import { authenticateAudited, readFormParams, type RecordDecision, type TokenEndpointDeps } from './token.js';
 
 export interface IntrospectionDeps extends TokenEndpointDeps {
@@ -14,7 +14,6 @@ export interface IntrospectionDeps extends TokenEndpointDeps {
 }
 
 const INACTIVE = { active: false };
-const REFRESH_TOKEN_SHAPE = /^[A-Za-z0-9_-]{43}$/;
 
 /**
  * POST /oauth/introspect (RFC 7662) for confidential clients only (§2.1: the endpoint must be protected;
@@ -63,8 +62,8 @@ async function describeAccessToken(deps: IntrospectionDeps, client: ClientRecord
 }
 
 async function describeRefreshToken(deps: IntrospectionDeps, client: ClientRecord, token: string): Promise<Record<string, unknown> | null> {
-  if (!REFRESH_TOKEN_SHAPE.test(token)) return null;
-  const row = await grantReadStore(deps.db).findRefreshToken(digestSecret(token));
+  if (!LOOKUP_TOKEN.test(token)) return null;
+  const row = await grantReadStore(deps.db).findRefreshToken(tokenLookupKey(token));
   const now = (deps.clock ?? Date.now)();
   if (!row || row.clientRegistrationId !== client.id || row.revokedAt !== null || row.rotatedAt !== null || Date.parse(row.expiresAt) <= now) return null;
   const user = await findUserById(deps.db.kysely, row.userId);

@@ -3,13 +3,11 @@ import { NO_STORE_HEADERS } from '../../errors/oauth-renderer.js';
 import type { ClientRecord } from '../../storage/clients.js';
 import { grantReadStore } from '../../storage/grant-store.js';
 import { OAuthError } from '../oauth-error.js';
-import { digestSecret } from '../secrets.js';
+import { LOOKUP_TOKEN, tokenLookupKey } from '../secrets.js';
 import { revokeGrant } from '../tokens/access-token-records.js';
 import { isInvalidTokenError } from '../tokens/invalid-token-error.js';
 import { lockUserForRevocation } from '../../storage/row-locks.js';
 import { authenticateAudited, readFormParams, type RecordDecision, type TokenEndpointDeps } from './token.js';
-
-const REFRESH_TOKEN_SHAPE = /^[A-Za-z0-9_-]{43}$/;
 
 /** What a revocation ended: the subject it spoke for and the grant or token. */
 interface Revoked {
@@ -23,8 +21,9 @@ interface Revoked {
  * authenticates as at the token endpoint. Every other outcome — a string that is no token, a token that
  * expired or was revoked, another client's token — gets the same empty 200 (§2.2), so the endpoint is no
  * oracle for which strings are live tokens or whose they are; another client's token is left alone.
- * Revocation marks the token's row and records an invalidation: every instance refuses it within a second,
- * every string of it included (both encodings of an ECDSA signature).
+ * Revocation marks the token's row (a self-contained JWT's is listed by jti) and records an invalidation:
+ * every instance refuses it within a second, every string of it included (both encodings of an ECDSA
+ * signature).
  */
 export function registerRevocationEndpoint(scope: FastifyInstance, deps: TokenEndpointDeps): void {
   scope.post('/oauth/revoke', async (request, reply) => {
@@ -51,7 +50,7 @@ export function registerRevocationEndpoint(scope: FastifyInstance, deps: TokenEn
 /** Ends the token if it is a live one of this client registration; null (and no write) for anything else. */
 async function revokeHeldToken(deps: TokenEndpointDeps, client: ClientRecord, token: string): Promise<Revoked | null> {
   // A refresh token ends its whole grant: the family and every access token issued from it (§2.1).
-  const refresh = REFRESH_TOKEN_SHAPE.test(token) ? await grantReadStore(deps.db).findRefreshToken(digestSecret(token)) : null;
+  const refresh = LOOKUP_TOKEN.test(token) ? await grantReadStore(deps.db).findRefreshToken(tokenLookupKey(token)) : null;
   if (refresh) {
     if (refresh.clientRegistrationId !== client.id) return null;
     // Under the user's lock: a refresh of this family in progress commits first, and its new tokens end too.
@@ -70,6 +69,6 @@ async function revokeHeldToken(deps: TokenEndpointDeps, client: ClientRecord, to
     throw error;
   }
   if (verified.clientId !== client.clientId || verified.clientRegistrationId !== client.id) return null;
-  await deps.tokens.revokeToken(verified.jti);
+  await deps.tokens.revokeToken(verified);
   return { subject: verified.subject, resourceType: 'token', resourceId: verified.jti };
 }

@@ -1,4 +1,4 @@
-import type { GrantStore } from '../../storage/grant-store.js';
+import { sameRegistrationState, type GrantStore } from '../../storage/grant-store.js';
 import type { LockedUser } from '../../storage/row-locks.js';
 import { OAuthError } from '../oauth-error.js';
 import type { TokenService } from '../tokens/token-service.js';
@@ -43,10 +43,11 @@ export class RegistrationChangedError extends OAuthError {
 export async function commitUserGrant(tokens: TokenService, grant: CheckedGrant, rows: UserTokenRows, beforeInsert?: () => Promise<void>): Promise<void> {
   const refusal = await tokens.transact(async (store) => {
     const user = await store.lockUser(grant.userId);
-    const registrationUpdatedAt = await store.lockClientRegistration(grant.client.id);
-    // Deleted, or changed (a new secret, fewer scopes) since the client authenticated: nothing is used up
-    // (the transaction rolls back) and the client asks again under its registration as it is now.
-    if (registrationUpdatedAt !== grant.client.updatedAt) throw new RegistrationChangedError();
+    const registration = await store.lockClientRegistration(grant.client.id);
+    // Deleted, or changed (a new secret, fewer scopes, its tokens revoked) since the client authenticated:
+    // nothing is used up (the transaction rolls back) and the client asks again under its registration as
+    // it is now.
+    if (!sameRegistrationState(registration, grant.client)) throw new RegistrationChangedError();
     const refused = await grant.claim(store, user);
     if (refused !== null) return refused;
     await beforeInsert?.();

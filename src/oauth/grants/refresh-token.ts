@@ -4,7 +4,7 @@ import { grantReadStore } from '../../storage/grant-store.js';
 import type { RefreshTokenRow } from '../../storage/refresh-tokens.js';
 import { OAuthError } from '../oauth-error.js';
 import { checkScopesAllowed, parseScope } from '../scope-parameter.js';
-import { digestSecret } from '../secrets.js';
+import { tokenLookupKey } from '../secrets.js';
 import { revokeReplayedGrant } from '../tokens/access-token-records.js';
 import { REFRESH_TOKEN } from '../tokens/user-tokens.js';
 import type { CheckedGrant } from './grant-commit.js';
@@ -26,7 +26,7 @@ export async function grantRefreshToken(
   if (!client.grantTypes.includes(REFRESH_TOKEN)) throw new OAuthError('unauthorized_client', 'The client may not use the refresh_token grant.');
   const presented = params.refresh_token;
   if (presented === undefined) throw new OAuthError('invalid_request', 'refresh_token is required.');
-  const tokenHash = digestSecret(presented);
+  const tokenHash = tokenLookupKey(presented);
   const row = await grantReadStore(db).findRefreshToken(tokenHash);
   if (!row || row.clientRegistrationId !== client.id) throw new OAuthError('invalid_grant', 'The refresh token is not valid.');
   if (row.revokedAt !== null) throw new OAuthError('invalid_grant', 'The refresh token was revoked.');

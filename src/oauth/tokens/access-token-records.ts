@@ -2,12 +2,14 @@ import type { Kysely, Selectable } from 'kysely';
 import type { AccessTokensTable, Database } from '../../storage/schema.js';
 import { recordInvalidation } from '../../storage/invalidations.js';
 import { kyselyGrantStore } from '../../storage/grant-store.js';
-import { countUserRevocation, lockClientForRevocation, lockUserForRevocation } from '../../storage/row-locks.js';
+import { countClientRevocation, countUserRevocation, lockUserForRevocation } from '../../storage/row-locks.js';
 import { writeTransaction } from '../../storage/write-transaction.js';
 
 /**
- * Rows of `access_tokens`: one per issued token of either format. JWTs are self-contained, but the row
- * is what makes revocation possible and lets `/v1/oauth` and introspection describe a token.
+ * Rows of `access_tokens`: one per opaque token and per token of a user's grant — what a revocation marks,
+ * and what describes an opaque token. A client-credentials JWT has none (token-service.ts): a revocation
+ * of it alone lists its jti in `revoked_access_tokens`, a revocation of its client's tokens counts itself
+ * in `clients.revocations`.
  */
 export type AccessTokenRow = Selectable<AccessTokensTable>;
 
@@ -35,9 +37,22 @@ export async function markAccessTokenRevoked(db: Kysely<Database>, jti: string, 
   });
 }
 
-/** Rows of tokens that expired before `before`: they can no longer authenticate anything. */
+/** Lists a self-contained token as revoked until `expiresAt`, when it would stop working anyway. */
+export async function listRevokedAccessToken(db: Kysely<Database>, jti: string, expiresAt: string): Promise<void> {
+  await db.transaction().execute(async (trx) => {
+    await trx.insertInto('revokedAccessTokens').values({ jti, expiresAt }).onConflict((conflict) => conflict.column('jti').doNothing()).execute();
+    await recordInvalidation(trx, 'token', jti);
+  });
+}
+
+export async function isAccessTokenListedRevoked(db: Kysely<Database>, jti: string): Promise<boolean> {
+  return (await db.selectFrom('revokedAccessTokens').select('jti').where('jti', '=', jti).executeTakeFirst()) !== undefined;
+}
+
+/** Rows of tokens that expired before `before` (and their revocations): they can no longer authenticate anything. */
 export async function purgeExpiredAccessTokens(db: Kysely<Database>, before: string): Promise<void> {
   await db.deleteFrom('accessTokens').where('expiresAt', '<', before).execute();
+  await db.deleteFrom('revokedAccessTokens').where('expiresAt', '<', before).execute();
 }
 
 /**
@@ -86,16 +101,17 @@ export async function revokeUserTokens(db: Kysely<Database>, userId: string, rev
 }
 
 /**
- * Revokes every live token issued to a client, its own and its users' (deletion, leaked secret). Pass the
- * transaction that makes the change: it locks the registration first, so the grants in progress finish
- * before it and later ones find the registration changed (grants/grant-commit.ts).
+ * Revokes every live token issued to a client, its own and its users' (deletion, leaked secret): the rows,
+ * and by counting itself in `clients.revocations` the self-contained JWTs, which carry the count they were
+ * issued under. Pass the transaction that makes the change: the count's UPDATE locks the registration
+ * first, so the grants in progress finish before it and later ones find the registration changed
+ * (grants/grant-commit.ts).
  */
-export async function revokeClientTokens(db: Kysely<Database>, clientId: string, revokedAt: string): Promise<number> {
-  await lockClientForRevocation(db, clientId);
-  const result = await db.updateTable('accessTokens').set({ revokedAt }).where('clientId', '=', clientId).where('revokedAt', 'is', null).executeTakeFirst();
+export async function revokeClientTokens(db: Kysely<Database>, clientId: string, revokedAt: string): Promise<void> {
+  await countClientRevocation(db, clientId);
+  await db.updateTable('accessTokens').set({ revokedAt }).where('clientId', '=', clientId).where('revokedAt', 'is', null).execute();
   await db.updateTable('refreshTokens').set({ revokedAt }).where('clientId', '=', clientId).where('revokedAt', 'is', null).execute();
   await recordInvalidation(db, 'client', clientId);
-  return Number(result.numUpdatedRows);
 }
 
 /**

@@ -19,6 +19,13 @@ export interface AccessTokenClaims {
   scope: string;
   iat: number;
   exp: number;
+  /**
+   * A self-contained token's (client credentials: no row is stored, token-service.ts): the `clients.id` of
+   * the registration it was issued to, and that registration's `revocations` count at the time. Private
+   * claims (RFC 7519 §4.3), present together or not at all.
+   */
+  reg?: string;
+  rev?: number;
 }
 
 /** The encoded protected header of each key, made once: it is the same for every token the key signs. */
@@ -40,8 +47,8 @@ function encodedHeader(key: SigningKey): string {
  */
 export function signJwtAccessToken(claims: AccessTokenClaims, key: SigningKey): Promise<string> {
   if (key.alg !== SIGNING_ALG) return Promise.reject(new Error(`Access tokens are signed with ${SIGNING_ALG}, not ${key.alg}`));
-  const { iss, aud, sub, client_id, jti, scope, iat, exp } = claims;
-  const payload = Buffer.from(JSON.stringify({ iss, aud, sub, client_id, jti, scope, iat, exp })).toString('base64url');
+  const { iss, aud, sub, client_id, jti, scope, iat, exp, reg, rev } = claims;
+  const payload = Buffer.from(JSON.stringify({ iss, aud, sub, client_id, jti, scope, iat, exp, reg, rev })).toString('base64url');
   const input = `${encodedHeader(key)}.${payload}`;
   return new Promise((resolve, reject) => {
     sign('sha256', Buffer.from(input), { key: key.keyObject, dsaEncoding: 'ieee-p1363' }, (error, signature) => {
@@ -103,7 +110,7 @@ function readKid(token: string): string {
 }
 
 function readClaims(payload: JWTPayload): AccessTokenClaims {
-  const { iss, aud, sub, client_id, jti, scope, iat, exp } = payload;
+  const { iss, aud, sub, client_id, jti, scope, iat, exp, reg, rev } = payload;
   if (
     typeof iss !== 'string' ||
     typeof aud !== 'string' ||
@@ -116,7 +123,9 @@ function readClaims(payload: JWTPayload): AccessTokenClaims {
   ) {
     throw new InvalidTokenError('claim types');
   }
-  return { iss, aud, sub, client_id, jti, scope, iat, exp };
+  if (reg === undefined && rev === undefined) return { iss, aud, sub, client_id, jti, scope, iat, exp };
+  if (typeof reg !== 'string' || reg === '' || typeof rev !== 'number' || !Number.isSafeInteger(rev) || rev < 0) throw new InvalidTokenError('claim types');
+  return { iss, aud, sub, client_id, jti, scope, iat, exp, reg, rev };
 }
 
 function describeJoseError(error: errors.JOSEError): string {

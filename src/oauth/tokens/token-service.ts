@@ -5,15 +5,17 @@ import { newId } from '../../storage/ids.js';
 import type { GrantStore } from '../../storage/grant-store.js';
 import { TurnBatch } from '../../storage/turn-batch.js';
 import type { KeyStore } from '../keys/key-store.js';
-import { digestSecret, generateSecret } from '../secrets.js';
+import { generateLookupToken, LOOKUP_TOKEN, tokenLookupKey } from '../secrets.js';
 import {
   findAccessTokenByHash,
   findAccessTokenByJti,
+  isAccessTokenListedRevoked,
+  listRevokedAccessToken,
   markAccessTokenRevoked,
   type AccessTokenRow,
 } from './access-token-records.js';
 import { InvalidTokenError } from './invalid-token-error.js';
-import { signJwtAccessToken, verifyJwtAccessToken } from './jwt-access-token.js';
+import { signJwtAccessToken, verifyJwtAccessToken, type AccessTokenClaims } from './jwt-access-token.js';
 import { clampAccessTokenTtl } from './lifetime.js';
 import { VerifiedTokenCache } from './verified-token-cache.js';
 import type { SubjectType, VerifiedToken } from './verified-token.js';
@@ -45,13 +47,14 @@ export interface TokenServiceOptions {
   clock?: () => number;
 }
 
-/** 32 random bytes, base64url without padding: the only shape an opaque token can have. */
-const OPAQUE_TOKEN = /^[A-Za-z0-9_-]{43}$/;
-
 /**
- * Issues and verifies access tokens of both formats. Every token has an `access_tokens` row, so a JWT can
- * be revoked too; verified tokens are cached so that a hot token costs neither a signature check nor a
- * database read, and revocation evicts from that cache.
+ * Issues and verifies access tokens of both formats. An opaque token, and every token of a user's grant,
+ * has an `access_tokens` row: the row is what a revocation marks (one token, a grant, a user's, a
+ * client's). A client-credentials JWT is self-contained: nothing is stored when it is issued, and what can
+ * end it early is kept apart — its registration's `revocations` count, which the token carries (checked with
+ * the registration, pipeline/authenticate.ts), and `revoked_access_tokens` for a token revoked by itself.
+ * Verified tokens are cached so that a hot token costs neither a signature check nor a database read, and
+ * revocation evicts from that cache.
  */
 export class TokenService {
   readonly #db: Db;
@@ -74,17 +77,18 @@ export class TokenService {
   }
 
   /**
-   * Signs or generates the token and commits its row in the commit this
-   * event-loop turn's tokens share; resolves once that commit is done, rejects with BatchCommitError when
-   * it failed and with StaleRegistrationError (nothing stored) when the client's registration changed since
-   * `input.client` was read. For tokens that need no check against other rows: client credentials.
+   * A client-credentials token. An opaque token's row is committed in the commit this event-loop turn's
+   * tokens share; a JWT is stored nowhere, but its registration is read there too. Resolves once that is
+   * done; rejects with BatchCommitError when the commit failed and with StaleRegistrationError (nothing
+   * stored, nothing to answer) when the client's registration changed since `input.client` was read.
    */
   async issueAccessToken(input: IssueAccessTokenInput): Promise<IssuedAccessToken> {
     const prepared = await this.#prepare(input);
+    const { client } = input;
+    const guard = { clientRegistrationId: client.id, updatedAt: client.updatedAt, revocations: client.revocations };
+    const rows = prepared.row === null ? [] : [{ table: 'accessTokens' as const, row: prepared.row }];
     // The signature (on the thread pool) and the commit (at the end of the turn) run side by side.
-    const guard = { clientRegistrationId: input.client.id, updatedAt: input.client.updatedAt };
-    const stored = this.#rows.write([{ table: 'accessTokens', row: prepared.row }], guard);
-    const [accessToken] = await Promise.all([prepared.token, stored]);
+    const [accessToken] = await Promise.all([prepared.token, this.#rows.write(rows, guard)]);
     return { ...prepared.issued, accessToken };
   }
 
@@ -93,12 +97,14 @@ export class TokenService {
    * transaction that checks the grant under the user's lock (grants/grant-commit.ts), and signs before it
    * begins.
    */
-  async signAccessToken(input: IssueAccessTokenInput): Promise<{ issued: IssuedAccessToken; row: AccessTokenRow }> {
+  async signAccessToken(input: IssueAccessTokenInput & { grantId: string }): Promise<{ issued: IssuedAccessToken; row: AccessTokenRow }> {
     const prepared = await this.#prepare(input);
+    if (prepared.row === null) throw new Error('A token of a user grant has a row');
     return { issued: { ...prepared.issued, accessToken: await prepared.token }, row: prepared.row };
   }
 
-  async #prepare(input: IssueAccessTokenInput): Promise<{ issued: Omit<IssuedAccessToken, 'accessToken'>; token: Promise<string>; row: AccessTokenRow }> {
+  /** The token (being signed) and its row; no row for a self-contained token (a client-credentials JWT). */
+  async #prepare(input: IssueAccessTokenInput): Promise<{ issued: Omit<IssuedAccessToken, 'accessToken'>; token: Promise<string>; row: AccessTokenRow | null }> {
     const { client, subject, subjectType, grantType } = input;
     const scope = [...new Set(input.scopes)].join(' ');
     const expiresIn = clampAccessTokenTtl(client.accessTokenTtl);
@@ -107,15 +113,23 @@ export class TokenService {
     const jti = newId();
     let token: Promise<string>;
     let tokenHash: string | null = null;
+    const selfContained = client.accessTokenFormat === 'jwt' && subjectType === 'client';
     if (client.accessTokenFormat === 'jwt') {
       const key = await this.#keys.signingKey();
       const issuer = this.#config.issuer;
-      token = signJwtAccessToken({ iss: issuer, aud: issuer, sub: subject, client_id: client.clientId, jti, scope, iat, exp }, key);
+      const claims: AccessTokenClaims = { iss: issuer, aud: issuer, sub: subject, client_id: client.clientId, jti, scope, iat, exp };
+      if (selfContained) {
+        claims.reg = client.id;
+        claims.rev = client.revocations;
+      }
+      token = signJwtAccessToken(claims, key);
     } else {
-      const opaque = generateSecret();
-      tokenHash = digestSecret(opaque);
+      const opaque = generateLookupToken(this.#clock());
+      tokenHash = tokenLookupKey(opaque);
       token = Promise.resolve(opaque);
     }
+    const issued = { tokenType: 'Bearer' as const, expiresIn, scope, jti };
+    if (selfContained) return { issued, token, row: null };
     const row: AccessTokenRow = {
       jti,
       tokenHash,
@@ -131,7 +145,7 @@ export class TokenService {
       revokedAt: null,
       grantId: input.grantId ?? null,
     };
-    return { issued: { tokenType: 'Bearer', expiresIn, scope, jti }, token, row };
+    return { issued, token, row };
   }
 
   /**
@@ -166,10 +180,15 @@ export class TokenService {
     return pending;
   }
 
-  /** Marks the token revoked (every instance reads the row on a cache miss) and evicts it here. */
-  async revokeToken(jti: string): Promise<void> {
-    await markAccessTokenRevoked(this.#db.kysely, jti, new Date(this.#clock()).toISOString());
-    this.#cache.evictJti(jti);
+  /**
+   * Ends one token: marks its row, or lists a self-contained token's jti until its expiry (every instance
+   * reads either on a cache miss, and follows the invalidation the change records), and evicts it here.
+   */
+  async revokeToken(token: VerifiedToken): Promise<void> {
+    const now = new Date(this.#clock()).toISOString();
+    if (token.clientRevocations === null) await markAccessTokenRevoked(this.#db.kysely, token.jti, now);
+    else await listRevokedAccessToken(this.#db.kysely, token.jti, toIso(token.expiresAt));
+    this.#cache.evictJti(token.jti);
   }
 
   /** For a revocation announced by another instance: the row is already marked. */
@@ -209,6 +228,7 @@ export class TokenService {
   async #verifyJwt(token: string, now: number): Promise<VerifiedToken> {
     const { issuer, tokens } = this.#config;
     const claims = await verifyJwtAccessToken(token, { keys: this.#keys, issuer, clockSkew: tokens.clockSkew, now });
+    if (claims.reg !== undefined) return this.#verifySelfContained(claims);
     const row = await findAccessTokenByJti(this.#db.kysely, claims.jti);
     if (!row) throw new InvalidTokenError('no record');
     if (row.format !== 'jwt' || row.clientId !== claims.client_id || row.subject !== claims.sub || row.scopes !== claims.scope) {
@@ -218,9 +238,30 @@ export class TokenService {
     return toVerifiedToken(row, claims.iat, claims.exp);
   }
 
+  /** A client-credentials JWT: its claims are the record; only a revocation of its own is looked up. */
+  async #verifySelfContained(claims: AccessTokenClaims): Promise<VerifiedToken> {
+    // Client credentials only: the client is the subject.
+    if (claims.sub !== claims.client_id) throw new InvalidTokenError('claims mismatch');
+    if (await isAccessTokenListedRevoked(this.#db.kysely, claims.jti)) throw new InvalidTokenError('revoked');
+    return Object.freeze({
+      jti: claims.jti,
+      format: 'jwt',
+      clientId: claims.client_id,
+      clientRegistrationId: claims.reg!,
+      subject: claims.sub,
+      subjectType: 'client',
+      scopes: Object.freeze(claims.scope.split(' ').filter((scope) => scope !== '')) as string[],
+      grantType: 'client_credentials',
+      grantId: null,
+      clientRevocations: claims.rev!,
+      issuedAt: claims.iat,
+      expiresAt: claims.exp,
+    });
+  }
+
   async #verifyOpaque(token: string, now: number): Promise<VerifiedToken> {
-    if (!OPAQUE_TOKEN.test(token)) throw new InvalidTokenError('malformed');
-    const row = await findAccessTokenByHash(this.#db.kysely, digestSecret(token));
+    if (!LOOKUP_TOKEN.test(token)) throw new InvalidTokenError('malformed');
+    const row = await findAccessTokenByHash(this.#db.kysely, tokenLookupKey(token));
     if (!row || row.format !== 'opaque') throw new InvalidTokenError('unknown');
     if (row.revokedAt !== null) throw new InvalidTokenError('revoked');
     const issuedAt = toEpoch(row.issuedAt);
@@ -243,6 +284,7 @@ function toVerifiedToken(row: AccessTokenRow, issuedAt: number, expiresAt: numbe
     scopes,
     grantType: row.grantType,
     grantId: row.grantId,
+    clientRevocations: null,
     issuedAt,
     expiresAt,
   });

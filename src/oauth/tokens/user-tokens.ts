@@ -4,7 +4,7 @@ import type { RefreshTokenRow } from '../../storage/refresh-tokens.js';
 import type { TokenRow } from '../../storage/token-rows.js';
 import type { Database } from '../../storage/schema.js';
 import type { KeyStore } from '../keys/key-store.js';
-import { digestSecret, generateSecret } from '../secrets.js';
+import { generateLookupToken, tokenLookupKey } from '../secrets.js';
 import { signIdToken } from './id-token.js';
 import type { AccessTokenRow } from './access-token-records.js';
 import type { IssuedAccessToken, TokenService } from './token-service.js';
@@ -81,9 +81,9 @@ export async function signUserTokens(deps: UserTokenDeps, grant: UserGrant): Pro
   let refreshToken: string | null = null;
   let refreshRow: RefreshTokenRow | null = null;
   if (mayIssueRefreshToken(client, refreshScopes)) {
-    refreshToken = generateSecret();
+    refreshToken = generateLookupToken((deps.clock ?? Date.now)());
     refreshRow = {
-      tokenHash: digestSecret(refreshToken),
+      tokenHash: tokenLookupKey(refreshToken),
       familyId: grant.grantId,
       clientId: client.clientId,
       clientRegistrationId: client.id,

@@ -15,6 +15,12 @@ export interface VerifiedToken {
   grantType: string;
   /** The user's grant (code exchange, device approval, refresh family) the token belongs to; null for client credentials. */
   grantId: string | null;
+  /**
+   * A self-contained token's (a client-credentials JWT, which has no row): its registration's revocation
+   * count when it was issued; the token is valid only while the registration still has that count. Null
+   * for a token with a row (revoking marks the row).
+   */
+  clientRevocations: number | null;
   issuedAt: number;
   expiresAt: number;
 }

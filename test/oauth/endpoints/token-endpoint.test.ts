@@ -86,7 +86,7 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
       const response = await requestToken({ grant_type: 'client_credentials' }, { authorization: basic(opaque.client.clientId, opaque.secret) });
       const body = response.json();
       expect(body).toEqual({
-        access_token: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
+        access_token: expect.stringMatching(/^[0-9a-f]{12}[A-Za-z0-9_-]{43}$/),
         token_type: 'Bearer',
         expires_in: 3600,
         scope: 'read:posts write:posts',
@@ -385,7 +385,7 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
     const rowsOf = (clientId: string) => t.db.kysely.selectFrom('accessTokens').select('jti').where('clientId', '=', clientId).execute();
 
     it('answers 503 temporarily_unavailable, issues no token, records no grant, and the next request succeeds', async () => {
-      const doomed = await createClient(t.db);
+      const doomed = await createClient(t.db, { accessTokenFormat: 'opaque' });
       const headers = { authorization: basic(doomed.client.clientId, doomed.secret) };
       await refuseRowsOf(doomed.client.clientId);
       try {
@@ -400,6 +400,23 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
       const retried = await requestToken({ grant_type: 'client_credentials' }, headers);
       expect(retried.statusCode).toBe(200);
       expect(await rowsOf(doomed.client.clientId)).toEqual([{ jti: expect.any(String) }]);
+    });
+
+    it('answers 503 for a JWT, which has no row, when its client registration cannot be read to confirm it', async () => {
+      const held = await createClient(t.db);
+      const headers = { authorization: basic(held.client.clientId, held.secret) };
+      // Held in memory from here on: authentication needs no read, the registration's confirmation does.
+      expect((await requestToken({ grant_type: 'client_credentials' }, headers)).statusCode).toBe(200);
+      await sql`alter table clients rename to clients_away`.execute(t.db.kysely);
+      try {
+        const recorded = oauth.decisions.length;
+        const response = await requestToken({ grant_type: 'client_credentials' }, headers);
+        expectError(response, 503, 'temporarily_unavailable', 'The service is temporarily unavailable; try again later.');
+        expect(oauth.decisions.slice(recorded)).toEqual([]);
+      } finally {
+        await sql`alter table clients_away rename to clients`.execute(t.db.kysely);
+      }
+      expect((await requestToken({ grant_type: 'client_credentials' }, headers)).statusCode).toBe(200);
     });
   });
 

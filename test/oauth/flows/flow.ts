@@ -224,7 +224,7 @@ export function expectTokens(reply: Reply, expected: { scope: string; refreshTok
     token_type: 'Bearer',
     expires_in: expected.expiresIn ?? 600,
     scope: expected.scope,
-    ...(expected.refreshToken ? { refresh_token: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/) } : {}),
+    ...(expected.refreshToken ? { refresh_token: expect.stringMatching(/^[0-9a-f]{12}[A-Za-z0-9_-]{43}$/) } : {}),
     ...(expected.idToken ? { id_token: expect.stringMatching(/^[\w-]+\.[\w-]+\.[\w-]+$/) } : {}),
   });
   return body;

@@ -18,6 +18,7 @@ const client: ClientRecord = {
   legacy: false,
   postLogoutRedirectUris: [],
   idTokenSignedResponseAlg: 'RS256',
+  revocations: 0,
   createdAt: '2024-01-01T00:00:00.000Z',
   updatedAt: '2024-01-01T00:00:00.000Z',
 };

@@ -54,9 +54,8 @@ describe.each(DATABASE_KINDS)('verified-token cache in the token service on %s',
 
   it('revokeToken takes effect immediately for a cached token', async () => {
     const tokens = service();
-    const { accessToken, jti } = await issueFor(tokens, 'user-3');
-    await tokens.verifyAccessToken(accessToken);
-    await tokens.revokeToken(jti);
+    const { accessToken } = await issueFor(tokens, 'user-3');
+    await tokens.revokeToken(await tokens.verifyAccessToken(accessToken));
     await expect(tokens.verifyAccessToken(accessToken)).rejects.toMatchObject({ name: 'InvalidTokenError', reason: 'revoked' });
   });
 
@@ -64,7 +63,9 @@ describe.each(DATABASE_KINDS)('verified-token cache in the token service on %s',
     const tokens = service();
     const alice = await issueFor(tokens, 'alice');
     const bob = await issueFor(tokens, 'bob');
-    const aliceAsClient = await issueFor(tokens, 'alice', 'client');
+    // A client whose client_id is the same string as the user's id.
+    const aliceClient = await createClient(t.db, { clientId: 'alice' });
+    const aliceAsClient = await tokens.issueAccessToken({ client: aliceClient.client, subject: 'alice', subjectType: 'client', scopes: ['read:posts'], grantType: 'client_credentials' });
     for (const issued of [alice, bob, aliceAsClient]) await tokens.verifyAccessToken(issued.accessToken);
     expect(tokens.evictSubject('alice')).toBe(1);
     const reads = vi.spyOn(t.db.kysely, 'selectFrom');

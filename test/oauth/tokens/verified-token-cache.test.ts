@@ -3,7 +3,7 @@ import { VerifiedTokenCache } from '../../../src/oauth/tokens/verified-token-cac
 import type { VerifiedToken } from '../../../src/oauth/tokens/verified-token.js';
 
 function token(jti: string, subject = 'u1', expiresAt = 2000): VerifiedToken {
-  return { jti, format: 'jwt', clientId: 'c', clientRegistrationId: 'r1', subject, subjectType: 'user', scopes: [], grantType: 'password', grantId: null, issuedAt: 1000, expiresAt };
+  return { jti, format: 'jwt', clientId: 'c', clientRegistrationId: 'r1', subject, subjectType: 'user', scopes: [], grantType: 'password', grantId: null, clientRevocations: null, issuedAt: 1000, expiresAt };
 }
 
 describe('verified-token cache', () => {

@@ -12,8 +12,10 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../../src/config/config.js';
 import { KeyStore } from '../../../src/oauth/keys/key-store.js';
+import { insertAccessToken } from '../../../src/oauth/tokens/access-token-records.js';
 import { InvalidTokenError } from '../../../src/oauth/tokens/invalid-token-error.js';
 import { TokenService } from '../../../src/oauth/tokens/token-service.js';
+import { digestSecret, generateSecret } from '../../../src/oauth/secrets.js';
 import type { VerifiedToken } from '../../../src/oauth/tokens/verified-token.js';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../../helpers/databases.js';
 import { createClient, ISSUER, makeConfig, type TestClient } from '../fixtures.js';
@@ -79,7 +81,7 @@ describe.each(DATABASE_KINDS)('access-token verification on %s', (kind) => {
   const seconds = () => Math.floor(now / 1000);
 
   describe('accepts', () => {
-    it('a valid JWT, as RFC 9068 shapes it', async () => {
+    it('a valid client-credentials JWT, as RFC 9068 shapes it, self-contained: no row is stored', async () => {
       const tokens = service();
       const issued = await issue(tokens);
       expect(issued).toEqual({
@@ -99,7 +101,10 @@ describe.each(DATABASE_KINDS)('access-token verification on %s', (kind) => {
         scope: 'read:posts',
         iat: seconds(),
         exp: seconds() + 600,
+        reg: jwtClient.client.id,
+        rev: 0,
       });
+      expect(await t.db.kysely.selectFrom('accessTokens').select('jti').where('jti', '=', issued.jti).executeTakeFirst()).toBeUndefined();
       await expect(tokens.verifyAccessToken(issued.accessToken)).resolves.toEqual({
         jti: issued.jti,
         format: 'jwt',
@@ -110,6 +115,36 @@ describe.each(DATABASE_KINDS)('access-token verification on %s', (kind) => {
         scopes: ['read:posts'],
         grantType: 'client_credentials',
         grantId: null,
+        clientRevocations: 0,
+        issuedAt: seconds(),
+        expiresAt: seconds() + 600,
+      } satisfies VerifiedToken);
+    });
+
+    it("a user grant's JWT, by its row", async () => {
+      const tokens = service();
+      const { issued, row } = await tokens.signAccessToken({
+        client: jwtClient.client,
+        subject: 'user-1',
+        subjectType: 'user',
+        scopes: ['read:posts'],
+        grantType: 'authorization_code',
+        grantId: 'grant-1',
+      });
+      expect(decodeJwt(issued.accessToken)).not.toHaveProperty('reg');
+      expect(decodeJwt(issued.accessToken)).not.toHaveProperty('rev');
+      await insertAccessToken(t.db.kysely, row);
+      await expect(tokens.verifyAccessToken(issued.accessToken)).resolves.toEqual({
+        jti: issued.jti,
+        format: 'jwt',
+        clientId: jwtClient.client.clientId,
+        clientRegistrationId: jwtClient.client.id,
+        subject: 'user-1',
+        subjectType: 'user',
+        scopes: ['read:posts'],
+        grantType: 'authorization_code',
+        grantId: 'grant-1',
+        clientRevocations: null,
         issuedAt: seconds(),
         expiresAt: seconds() + 600,
       } satisfies VerifiedToken);
@@ -118,9 +153,9 @@ describe.each(DATABASE_KINDS)('access-token verification on %s', (kind) => {
     it('a valid opaque token, stored only as its digest', async () => {
       const tokens = service();
       const issued = await issue(tokens, opaqueClient);
-      expect(issued.accessToken).toMatch(/^[A-Za-z0-9_-]{43}$/);
+      expect(issued.accessToken).toMatch(/^[0-9a-f]{12}[A-Za-z0-9_-]{43}$/);
       const row = await t.db.kysely.selectFrom('accessTokens').selectAll().where('jti', '=', issued.jti).executeTakeFirstOrThrow();
-      expect(row.tokenHash).toMatch(/^[0-9a-f]{64}$/);
+      expect(row.tokenHash).toBe(`${issued.accessToken.slice(0, 12)}${digestSecret(issued.accessToken)}`);
       expect(JSON.stringify(row)).not.toContain(issued.accessToken);
       await expect(tokens.verifyAccessToken(issued.accessToken)).resolves.toEqual({
         jti: issued.jti,
@@ -132,9 +167,21 @@ describe.each(DATABASE_KINDS)('access-token verification on %s', (kind) => {
         scopes: ['read:posts'],
         grantType: 'client_credentials',
         grantId: null,
+        clientRevocations: null,
         issuedAt: seconds(),
         expiresAt: seconds() + 300,
       } satisfies VerifiedToken);
+    });
+
+    it('an opaque token of the shape made before the time prefix (its digest is its key)', async () => {
+      const tokens = service();
+      const older = generateSecret();
+      await insertAccessToken(t.db.kysely, {
+        jti: 'older-opaque', tokenHash: digestSecret(older), format: 'opaque', clientId: opaqueClient.client.clientId, clientRegistrationId: opaqueClient.client.id,
+        subject: opaqueClient.client.clientId, subjectType: 'client', scopes: 'read:posts', grantType: 'client_credentials',
+        issuedAt: new Date(now).toISOString(), expiresAt: new Date(now + 300_000).toISOString(), revokedAt: null, grantId: null,
+      });
+      await expect(tokens.verifyAccessToken(older)).resolves.toMatchObject({ jti: 'older-opaque', format: 'opaque' });
     });
 
     it('a JWT expired less than the 30 s skew ago, or issued up to 30 s in the future', async () => {
@@ -257,17 +304,38 @@ describe.each(DATABASE_KINDS)('access-token verification on %s', (kind) => {
     it('a revoked JWT, also on an instance that never saw the revocation', async () => {
       const issuer = service();
       const { accessToken, jti } = await issue(issuer);
-      await expect(issuer.verifyAccessToken(accessToken)).resolves.toBeDefined();
-      await issuer.revokeToken(jti);
+      await issuer.revokeToken(await issuer.verifyAccessToken(accessToken));
       expect(await reasonFor(issuer, accessToken)).toBe('revoked');
       expect(await reasonFor(service(), accessToken)).toBe('revoked');
+      // Listed until the token's own expiry, and an invalidation tells every other instance.
+      expect(await t.db.kysely.selectFrom('revokedAccessTokens').selectAll().where('jti', '=', jti).execute()).toEqual([
+        { jti, expiresAt: new Date((seconds() + 600) * 1000).toISOString() },
+      ]);
+      expect(await t.db.kysely.selectFrom('invalidations').select(['kind', 'target']).where('target', '=', jti).execute()).toEqual([{ kind: 'token', target: jti }]);
     });
 
-    it('a validly signed JWT whose record is gone', async () => {
+    it("a user grant's JWT whose row is gone", async () => {
       const tokens = service();
-      const { accessToken, jti } = await issue(tokens);
-      await t.db.kysely.deleteFrom('accessTokens').where('jti', '=', jti).execute();
-      expect(await reasonFor(tokens, accessToken)).toBe('no record');
+      const { issued } = await tokens.signAccessToken({
+        client: jwtClient.client,
+        subject: 'user-1',
+        subjectType: 'user',
+        scopes: ['read:posts'],
+        grantType: 'authorization_code',
+        grantId: 'grant-1',
+      });
+      expect(await reasonFor(tokens, issued.accessToken)).toBe('no record');
+    });
+
+    it('a self-contained JWT turned into one that claims a row, or into a user token, or with half its registration claims', async () => {
+      const tokens = service();
+      expect(await reasonFor(tokens, await forge(tokens, { drop: ['reg', 'rev'] }))).toBe('no record');
+      expect(await reasonFor(tokens, await forge(tokens, { claims: { sub: 'user-1' } }))).toBe('claims mismatch');
+      expect(await reasonFor(tokens, await forge(tokens, { drop: ['rev'] }))).toBe('claim types');
+      expect(await reasonFor(tokens, await forge(tokens, { drop: ['reg'] }))).toBe('claim types');
+      expect(await reasonFor(tokens, await forge(tokens, { claims: { rev: '0' } }))).toBe('claim types');
+      expect(await reasonFor(tokens, await forge(tokens, { claims: { rev: -1 } }))).toBe('claim types');
+      expect(await reasonFor(tokens, await forge(tokens, { claims: { reg: '' } }))).toBe('claim types');
     });
 
     it('an unknown opaque token', async () => {
@@ -294,7 +362,7 @@ describe.each(DATABASE_KINDS)('access-token verification on %s', (kind) => {
       await expect(tokens.verifyAccessToken(accessToken)).resolves.toMatchObject({ jti });
       await expect(tokens.verifyAccessToken(malleated)).resolves.toMatchObject({ jti });
       expect(tokens.cachedAccessToken(malleated)?.jti).toBe(jti);
-      await tokens.revokeToken(jti);
+      await tokens.revokeToken(tokens.cachedAccessToken(accessToken)!);
       expect(tokens.cachedAccessToken(accessToken)).toBeNull();
       expect(tokens.cachedAccessToken(malleated)).toBeNull();
       expect(await reasonFor(tokens, accessToken)).toBe('revoked');
@@ -307,7 +375,8 @@ describe.each(DATABASE_KINDS)('access-token verification on %s', (kind) => {
       const malleated = malleate(accessToken);
       await tokens.verifyAccessToken(accessToken);
       await tokens.verifyAccessToken(malleated);
-      await service().revokeToken(jti);
+      const other = service();
+      await other.revokeToken(await other.verifyAccessToken(accessToken));
       tokens.evictJti(jti);
       expect(await reasonFor(tokens, malleated)).toBe('revoked');
       expect(await reasonFor(tokens, accessToken)).toBe('revoked');
@@ -315,9 +384,10 @@ describe.each(DATABASE_KINDS)('access-token verification on %s', (kind) => {
 
     it('a revoked opaque token', async () => {
       const tokens = service();
-      const { accessToken, jti } = await issue(tokens, opaqueClient);
-      await tokens.revokeToken(jti);
+      const { accessToken } = await issue(tokens, opaqueClient);
+      await tokens.revokeToken(await tokens.verifyAccessToken(accessToken));
       expect(await reasonFor(tokens, accessToken)).toBe('revoked');
+      expect(await reasonFor(service(), accessToken)).toBe('revoked');
     });
   });
 });
