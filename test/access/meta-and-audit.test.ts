@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { digestSecret } from '../../src/oauth/secrets.js';
+import { tokenLookupKey } from '../../src/oauth/secrets.js';
 import { newId } from '../../src/storage/ids.js';
 import { DATABASE_KINDS } from '../helpers/databases.js';
 import { ADMIN_CLIENT_ID, type TestApp, type TestUser } from '../helpers/app.js';
@@ -128,7 +128,7 @@ describe.each(DATABASE_KINDS)('meta endpoints and the audit log on %s', (kind) =
 
     it('describes an opaque token from its stored record', async () => {
       const token = await member.token(['read:posts'], { format: 'opaque' });
-      const row = await t.database.db.kysely.selectFrom('accessTokens').selectAll().where('tokenHash', '=', digestSecret(token)).executeTakeFirstOrThrow();
+      const row = await t.database.db.kysely.selectFrom('accessTokens').selectAll().where('tokenHash', '=', tokenLookupKey(token)).executeTakeFirstOrThrow();
       const res = await t.request({ url: '/v1/oauth', token });
       expectPrivateJson(res, {
         active: true,

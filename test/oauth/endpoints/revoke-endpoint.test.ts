@@ -4,7 +4,7 @@ import type { Config } from '../../../src/config/config.js';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../../helpers/databases.js';
 import { createClient, makeConfig, type TestClient } from '../fixtures.js';
 import { basic, buildOAuthApp, form, FORM, type OAuthApp } from '../oauth-app.js';
-import { digestSecret, generateSecret } from '../../../src/oauth/secrets.js';
+import { digestSecret, generateSecret, tokenLookupKey } from '../../../src/oauth/secrets.js';
 import { TokenService } from '../../../src/oauth/tokens/token-service.js';
 import { newId } from '../../../src/storage/ids.js';
 import { insertRefreshToken } from '../../../src/storage/refresh-tokens.js';
@@ -148,10 +148,10 @@ describe.each(DATABASE_KINDS)('POST /oauth/revoke on %s', (kind) => {
 
   it('revokes the client\'s own refresh token and its whole grant', async () => {
     const token = await refreshTokenOf(service);
-    const row = await t.db.kysely.selectFrom('refreshTokens').select('familyId').where('tokenHash', '=', digestSecret(token)).executeTakeFirstOrThrow();
+    const row = await t.db.kysely.selectFrom('refreshTokens').select('familyId').where('tokenHash', '=', tokenLookupKey(token)).executeTakeFirstOrThrow();
     const before = oauth.decisions.length;
     expectRevoked(await revoke({ token, token_type_hint: 'refresh_token' }, as(service)));
-    const revoked = await t.db.kysely.selectFrom('refreshTokens').select('revokedAt').where('tokenHash', '=', digestSecret(token)).executeTakeFirstOrThrow();
+    const revoked = await t.db.kysely.selectFrom('refreshTokens').select('revokedAt').where('tokenHash', '=', tokenLookupKey(token)).executeTakeFirstOrThrow();
     expect(revoked.revokedAt).not.toBeNull();
     expect(await t.db.kysely.selectFrom('invalidations').select('kind').where('target', '=', row.familyId).execute()).toEqual([{ kind: 'grant' }]);
     expect(oauth.decisions.slice(before)).toEqual([

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { digestSecret } from '../../../src/oauth/secrets.js';
+import { digestSecret, tokenLookupKey } from '../../../src/oauth/secrets.js';
 import { revokeClientTokens, revokeUserTokens } from '../../../src/oauth/tokens/access-token-records.js';
 import { newId, nowIso } from '../../../src/storage/ids.js';
 import type { UserRecord } from '../../../src/storage/users.js';
@@ -88,9 +88,10 @@ describe.each(DATABASE_KINDS)('refresh tokens on %s', (kind) => {
       await expectRevoked(first.access_token);
     });
 
-    it('stores refresh tokens as digests, with the configured lifetime', async () => {
+    it('stores refresh tokens as digests behind their time prefix, with the configured lifetime', async () => {
       const { refresh_token: token } = await tokensFor(web);
-      const row = await t.db.kysely.selectFrom('refreshTokens').selectAll().where('tokenHash', '=', digestSecret(token!)).executeTakeFirstOrThrow();
+      const row = await t.db.kysely.selectFrom('refreshTokens').selectAll().where('tokenHash', '=', `${token!.slice(0, 12)}${digestSecret(token!)}`).executeTakeFirstOrThrow();
+      expect(Math.abs(parseInt(token!.slice(0, 12), 16) - Date.parse(row.issuedAt))).toBeLessThan(1000);
       expect(Date.parse(row.expiresAt) - Date.parse(row.issuedAt)).toBe(TWO_DAYS * 1000);
       const stored = await t.db.kysely.selectFrom('refreshTokens').selectAll().execute();
       expect(JSON.stringify(stored)).not.toContain(token);
@@ -98,7 +99,7 @@ describe.each(DATABASE_KINDS)('refresh tokens on %s', (kind) => {
 
     it('refuses an expired refresh token', async () => {
       const { refresh_token: token } = await tokensFor(web);
-      await t.db.kysely.updateTable('refreshTokens').set({ expiresAt: new Date(Date.now() - 1000).toISOString() }).where('tokenHash', '=', digestSecret(token!)).execute();
+      await t.db.kysely.updateTable('refreshTokens').set({ expiresAt: new Date(Date.now() - 1000).toISOString() }).where('tokenHash', '=', tokenLookupKey(token!)).execute();
       const issued = await countRows(t.db, 'accessTokens');
       expectTokenError(await refresh(t, web, token!), 400, 'invalid_grant', 'The refresh token has expired.');
       expect(await countRows(t.db, 'accessTokens')).toBe(issued);
