@@ -1,14 +1,29 @@
-import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, randomFillSync, timingSafeEqual } from 'node:crypto';
 
 /** 256 bits: the floor for every secret this server generates (client secrets, opaque and refresh tokens). */
 const MIN_SECRET_BYTES = 32;
+
+// Random bytes are drawn from the CSPRNG 4 KiB at a time (one call per 128 default secrets, not one per
+// secret); every byte is handed out once and the pool never leaves this module.
+const POOL_SIZE = 4096;
+const pool = Buffer.alloc(POOL_SIZE);
+let poolOffset = POOL_SIZE;
 
 /** A fresh random secret, base64url without padding (43 characters for the default 32 bytes). */
 export function generateSecret(bytes: number = MIN_SECRET_BYTES): string {
   if (!Number.isInteger(bytes) || bytes < MIN_SECRET_BYTES) {
     throw new RangeError(`a secret needs at least ${MIN_SECRET_BYTES} random bytes`);
   }
-  return randomBytes(bytes).toString('base64url');
+  if (bytes > POOL_SIZE) return randomBytes(bytes).toString('base64url');
+  if (poolOffset + bytes > POOL_SIZE) {
+    randomFillSync(pool);
+    poolOffset = 0;
+  }
+  const secret = pool.toString('base64url', poolOffset, poolOffset + bytes);
+  // Overwritten at once: a byte that made a secret is not left in memory for another use to find.
+  pool.fill(0, poolOffset, poolOffset + bytes);
+  poolOffset += bytes;
+  return secret;
 }
 
 /**

@@ -11,6 +11,16 @@ describe('secrets', () => {
     expect(generateSecret(48)).toMatch(/^[A-Za-z0-9_-]{64}$/);
   });
 
+  it('never hands out the same bytes twice, across refills of its random pool', () => {
+    const secrets = Array.from({ length: 1000 }, () => Buffer.from(generateSecret(), 'base64url'));
+    expect(new Set(secrets.map((secret) => secret.toString('hex'))).size).toBe(1000);
+    // No two secrets share a run of 8 bytes: each was drawn from bytes no other secret used.
+    const runs = new Set<string>();
+    for (const secret of secrets) for (let at = 0; at + 8 <= 32; at += 8) runs.add(secret.subarray(at, at + 8).toString('hex'));
+    expect(runs.size).toBe(4000);
+    expect(generateSecret(5000)).toMatch(/^[A-Za-z0-9_-]{6667}$/);
+  });
+
   it('refuses fewer than 256 bits', () => {
     expect(() => generateSecret(16)).toThrow(RangeError);
   });

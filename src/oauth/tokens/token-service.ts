@@ -290,8 +290,17 @@ function toVerifiedToken(row: AccessTokenRow, issuedAt: number, expiresAt: numbe
   });
 }
 
+/** ISO text of whole seconds, the last few kept: every token issued in one second shares its two times. */
+const isoBySecond = new Map<number, string>();
+
 function toIso(epochSeconds: number): string {
-  return new Date(epochSeconds * 1000).toISOString();
+  let iso = isoBySecond.get(epochSeconds);
+  if (iso === undefined) {
+    if (isoBySecond.size >= 16) isoBySecond.clear();
+    iso = new Date(epochSeconds * 1000).toISOString();
+    isoBySecond.set(epochSeconds, iso);
+  }
+  return iso;
 }
 
 function toEpoch(iso: string): number {
