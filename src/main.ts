@@ -5,7 +5,15 @@ import { loadConfigOrExit } from './config/config.js';
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
   const app = await buildApp(config);
-  await app.fastify.listen({ host: config.host, port: config.port });
+  try {
+    await app.fastify.listen({ host: config.host, port: config.port });
+  } catch (error) {
+    const problem = listenProblem(error, config.host, config.port);
+    if (problem === null) throw error;
+    console.error(`portcullis: cannot listen on ${config.host}:${config.port}: ${problem}`);
+    await app.close();
+    process.exit(1);
+  }
   let closing = false;
   const shutdown = (signal: string) => {
     if (closing) return;
@@ -21,6 +29,20 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+/** One line an operator can act on, for the failures of listen() that are the configuration's, else null. */
+function listenProblem(error: unknown, host: string, port: number): string | null {
+  switch ((error as NodeJS.ErrnoException | null)?.code) {
+    case 'EADDRINUSE':
+      return `port ${port} is already in use; stop what holds it or set PORT to a free port`;
+    case 'EACCES':
+      return `permission denied for port ${port}; ports below 1024 need privileges, set PORT to 1024 or above`;
+    case 'EADDRNOTAVAIL':
+      return `${host} is not an address of this machine; set HOST to one of its addresses (or 0.0.0.0)`;
+    default:
+      return null;
+  }
 }
 
 await main();

@@ -22,11 +22,15 @@ export function checkBodyMediaType(contentType: string | undefined): void {
 }
 
 /**
- * The JSON body parser: like Fastify's, prototype-poisoning keys (`__proto__`, `constructor.prototype`) are
+ * The JSON body parser (an empty body on a DELETE is no body): like Fastify's, prototype-poisoning keys (`__proto__`, `constructor.prototype`) are
  * refused rather than stripped, and each failure says which of the two it was. Bytes that are not UTF-8
  * are refused too, rather than read as replacement characters that would then be stored.
  */
-export function parseJsonBody(request: { headers: Record<string, string | string[] | undefined> }, body: string | Buffer, done: (error: Error | null, value?: unknown) => void): void {
+export function parseJsonBody(
+  request: { method: string; headers: Record<string, string | string[] | undefined> },
+  body: string | Buffer,
+  done: (error: Error | null, value?: unknown) => void,
+): void {
   let text: string;
   try {
     checkBodyMediaType(request.headers['content-type'] as string | undefined);
@@ -36,6 +40,11 @@ export function parseJsonBody(request: { headers: Record<string, string | string
     return;
   }
   if (text.length === 0) {
+    // A DELETE has no body here; many HTTP helpers send the JSON Content-Type with every request anyway.
+    if (request.method === 'DELETE') {
+      done(null, undefined);
+      return;
+    }
     done(new ApiError('VALIDATION_FAILED', 'The JSON body is empty.'));
     return;
   }

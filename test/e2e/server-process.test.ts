@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
@@ -72,6 +73,24 @@ describe('server process', () => {
     expect(server.output()).toContain('ACCESS_TOKEN_TTL: must be between 300 and 3600, got 60');
     expect(server.output()).toContain('RATE_LIMIT_MAX: must be an integer, got "lots"');
     expect(server.output()).toContain('TRUST_PROXY: true would trust every X-Forwarded-For entry, which any client can forge');
+  });
+
+  it('names the port in one line and exits 1 when the port is in use', async () => {
+    const holder = net.createServer();
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (holder.address() as net.AddressInfo).port;
+      const server = await startServer({ PORT: String(port) });
+      expect(await server.exited).toBe(1);
+      const errors = server
+        .output()
+        .split('\n')
+        .filter((line) => line !== '' && !line.startsWith('{'));
+      expect(errors).toEqual([`portcullis: cannot listen on 127.0.0.1:${port}: port ${port} is already in use; stop what holds it or set PORT to a free port`]);
+      expect(server.output()).not.toContain('    at ');
+    } finally {
+      await new Promise((resolve) => holder.close(resolve));
+    }
   });
 
   it('refuses development defaults under NODE_ENV=production', async () => {
