@@ -85,9 +85,9 @@ describe.each(DATABASE_KINDS)('POST /oauth/introspect of self-contained JWTs on 
 
   it("mints under the current count on an instance that still held the registration from before its client's tokens were revoked", async () => {
     const service = await createClient(t.db);
-    const old = await tokenFor(service); // the registration is held in memory from here on
     await oauth.invalidations.stop();
     try {
+      const old = await tokenFor(service); // the registration is held in memory from here on
       // The count alone moves: the secret and updatedAt stay as they were.
       await t.db.kysely.transaction().execute((trx) => revokeClientTokens(trx, service.client.clientId, new Date().toISOString()));
       const token = await tokenFor(service);

@@ -164,6 +164,27 @@ describe.each(DATABASE_KINDS)('POST /oauth/revoke on %s', (kind) => {
     ]);
   });
 
+  it("revokes a self-contained JWT issued under a later count than the registration this instance still holds", async () => {
+    const held = await createClient(t.db);
+    await oauth.invalidations.stop();
+    await tokenFor(held); // this instance holds the registration (count 0) from here on
+    const elsewhere = await buildOAuthApp(t.db, config);
+    try {
+      await t.db.kysely.transaction().execute((trx) => revokeClientTokens(trx, held.client.clientId, new Date().toISOString()));
+      // Another instance, which read the registration after the revocation, issues a token under count 1.
+      const res = await elsewhere.app.inject({ method: 'POST', url: '/oauth/token', headers: { ...FORM, ...as(held) }, payload: form({ grant_type: 'client_credentials' }) });
+      const token = res.json().access_token as string;
+      const { jti } = await elsewhere.tokens.verifyAccessToken(token);
+      expectRevoked(await revoke({ token }, as(held)));
+      expect(await t.db.kysely.selectFrom('revokedAccessTokens').select('jti').where('jti', '=', jti).execute()).toEqual([{ jti }]);
+      await elsewhere.invalidations.poll(); // the instance that issued it follows the revocation
+      await expect(elsewhere.tokens.verifyAccessToken(token)).rejects.toThrow();
+    } finally {
+      await elsewhere.app.close();
+      await oauth.invalidations.start();
+    }
+  });
+
   it("leaves a self-contained JWT of a deleted registration alone when the client_id registered again revokes it", async () => {
     const first = await createClient(t.db);
     const token = await tokenFor(first);
