@@ -69,6 +69,9 @@ async function revokeHeldToken(deps: TokenEndpointDeps, client: ClientRecord, to
     throw error;
   }
   if (verified.clientId !== client.clientId || verified.clientRegistrationId !== client.id) return null;
+  // A self-contained token issued before its client's tokens were revoked is revoked already: nothing to list.
+  // (One issued under a later count than the registration this process holds is live: it is revoked.)
+  if (verified.clientRevocations !== null && verified.clientRevocations < client.revocations) return null;
   await deps.tokens.revokeToken(verified);
   return { subject: verified.subject, resourceType: 'token', resourceId: verified.jti };
 }

@@ -5,6 +5,7 @@ import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../../hel
 import { createClient, makeConfig, type TestClient } from '../fixtures.js';
 import { basic, buildOAuthApp, form, FORM, type OAuthApp } from '../oauth-app.js';
 import { digestSecret, generateSecret, tokenLookupKey } from '../../../src/oauth/secrets.js';
+import { revokeClientTokens } from '../../../src/oauth/tokens/access-token-records.js';
 import { TokenService } from '../../../src/oauth/tokens/token-service.js';
 import { newId } from '../../../src/storage/ids.js';
 import { insertRefreshToken } from '../../../src/storage/refresh-tokens.js';
@@ -144,6 +145,60 @@ describe.each(DATABASE_KINDS)('POST /oauth/revoke on %s', (kind) => {
     await expect(oauth.tokens.verifyAccessToken(othersOpaque)).resolves.toMatchObject({ clientId: other.client.clientId });
     const family = await t.db.kysely.selectFrom('refreshTokens').select('revokedAt').where('tokenHash', '=', digestSecret(othersRefresh)).executeTakeFirstOrThrow();
     expect(family.revokedAt).toBeNull();
+  });
+
+  it("answers a self-contained JWT revoked with its client's tokens like any revoked token: nothing written, a refusal recorded", async () => {
+    const leaked = await createClient(t.db);
+    const token = await tokenFor(leaked);
+    const { jti } = await oauth.tokens.verifyAccessToken(token);
+    // What `clients rotate-secret --revoke-tokens` commits (the secret aside), as another process would.
+    await t.db.kysely.transaction().execute((trx) => revokeClientTokens(trx, leaked.client.clientId, new Date().toISOString()));
+    await oauth.invalidations.poll(); // this instance reads the registration again, its new count with it
+    const invalidations = await countInvalidations();
+    const before = oauth.decisions.length;
+    expectRevoked(await revoke({ token }, as(leaked)));
+    expect(await t.db.kysely.selectFrom('revokedAccessTokens').select('jti').where('jti', '=', jti).execute()).toEqual([]);
+    expect(await countInvalidations()).toBe(invalidations);
+    expect(oauth.decisions.slice(before)).toEqual([
+      expect.objectContaining({ operation: 'revoke', clientId: leaked.client.clientId, resourceType: 'token', resourceId: null, decision: 'deny', reason: 'resource' }),
+    ]);
+  });
+
+  it("revokes a self-contained JWT issued under a later count than the registration this instance still holds", async () => {
+    const held = await createClient(t.db);
+    await oauth.invalidations.stop();
+    await tokenFor(held); // this instance holds the registration (count 0) from here on
+    const elsewhere = await buildOAuthApp(t.db, config);
+    try {
+      await t.db.kysely.transaction().execute((trx) => revokeClientTokens(trx, held.client.clientId, new Date().toISOString()));
+      // Another instance, which read the registration after the revocation, issues a token under count 1.
+      const res = await elsewhere.app.inject({ method: 'POST', url: '/oauth/token', headers: { ...FORM, ...as(held) }, payload: form({ grant_type: 'client_credentials' }) });
+      const token = res.json().access_token as string;
+      const { jti } = await elsewhere.tokens.verifyAccessToken(token);
+      expectRevoked(await revoke({ token }, as(held)));
+      expect(await t.db.kysely.selectFrom('revokedAccessTokens').select('jti').where('jti', '=', jti).execute()).toEqual([{ jti }]);
+      await elsewhere.invalidations.poll(); // the instance that issued it follows the revocation
+      await expect(elsewhere.tokens.verifyAccessToken(token)).rejects.toThrow();
+    } finally {
+      await elsewhere.app.close();
+      await oauth.invalidations.start();
+    }
+  });
+
+  it("leaves a self-contained JWT of a deleted registration alone when the client_id registered again revokes it", async () => {
+    const first = await createClient(t.db);
+    const token = await tokenFor(first);
+    const { jti } = await oauth.tokens.verifyAccessToken(token);
+    await t.db.kysely.transaction().execute(async (trx) => {
+      await revokeClientTokens(trx, first.client.clientId, new Date().toISOString());
+      await trx.deleteFrom('clients').where('id', '=', first.client.id).execute();
+    });
+    const again = await createClient(t.db, { clientId: first.client.clientId });
+    await oauth.invalidations.poll();
+    const invalidations = await countInvalidations();
+    expectRevoked(await revoke({ token }, as(again)));
+    expect(await t.db.kysely.selectFrom('revokedAccessTokens').select('jti').where('jti', '=', jti).execute()).toEqual([]);
+    expect(await countInvalidations()).toBe(invalidations);
   });
 
   it('revokes the client\'s own refresh token and its whole grant', async () => {

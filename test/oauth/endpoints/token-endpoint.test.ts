@@ -106,6 +106,7 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
     it('a token for a secret rotated with its tokens revoked (by another process) while this one still held the old registration: nothing stored, 401', async () => {
       const leaked = await createClient(t.db);
       const oldSecret = { authorization: basic(leaked.client.clientId, leaked.secret) };
+      await oauth.invalidations.poll(); // the registration's creation is followed now, not after it is held
       // The registration is held in memory from here on.
       expect((await requestToken({ grant_type: 'client_credentials' }, oldSecret)).statusCode).toBe(200);
       // This process has not yet heard of the rotation (its invalidation feed runs four times a second).
@@ -134,6 +135,7 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
     it('takes a request refused at the commit for a changed registration once more, against the registration as it is now', async () => {
       const narrowed = await createClient(t.db, { scopes: ['read:posts', 'read:comments'] });
       const headers = { authorization: basic(narrowed.client.clientId, narrowed.secret) };
+      await oauth.invalidations.poll(); // the registration's creation is followed now, not after it is held
       expect((await requestToken({ grant_type: 'client_credentials' }, headers)).statusCode).toBe(200);
       await oauth.invalidations.stop();
       try {
@@ -405,6 +407,7 @@ describe.each(DATABASE_KINDS)('POST /oauth/token on %s', (kind) => {
     it('answers 503 for a JWT, which has no row, when its client registration cannot be read to confirm it', async () => {
       const held = await createClient(t.db);
       const headers = { authorization: basic(held.client.clientId, held.secret) };
+      await oauth.invalidations.poll(); // the registration's creation is followed now, not after it is held
       // Held in memory from here on: authentication needs no read, the registration's confirmation does.
       expect((await requestToken({ grant_type: 'client_credentials' }, headers)).statusCode).toBe(200);
       await sql`alter table clients rename to clients_away`.execute(t.db.kysely);

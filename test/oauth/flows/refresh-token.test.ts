@@ -88,6 +88,37 @@ describe.each(DATABASE_KINDS)('refresh tokens on %s', (kind) => {
       await expectRevoked(first.access_token);
     });
 
+    it('finds a refresh token only by the whole token: its random part alone, or under another time prefix, is no token', async () => {
+      const { refresh_token: token, access_token: access } = await tokensFor(web);
+      const prefix = token!.slice(0, 12);
+      const random = token!.slice(12);
+      const otherTime = (parseInt(prefix, 16) + 1).toString(16).padStart(12, '0');
+      const variants = [random, `${otherTime}${random}`, `${prefix.toUpperCase()}${random}`, `${prefix}${random.slice(1)}A`, `${token}`.slice(0, 54)];
+      const issued = await countRows(t.db, 'accessTokens');
+      for (const variant of variants) {
+        expectTokenError(await refresh(t, web, variant), 400, 'invalid_grant', 'The refresh token is not valid.');
+      }
+      expect(await countRows(t.db, 'accessTokens')).toBe(issued);
+      // None of them touched the family: the real token still rotates, and its access token still works.
+      await expect(t.oauth.tokens.verifyAccessToken(access)).resolves.toMatchObject({ subject: user.id });
+      expectTokens(await refresh(t, web, token!), { scope: SCOPE, refreshToken: true, idToken: false });
+    });
+
+    it('finds an opaque access token only by the whole token', async () => {
+      const opaque = await createWebClient(t.db, { firstParty: true, accessTokenFormat: 'opaque' });
+      const { access_token: token } = await tokensFor(opaque);
+      expect(token).toMatch(/^[0-9a-f]{12}[A-Za-z0-9_-]{43}$/);
+      const prefix = token.slice(0, 12);
+      const random = token.slice(12);
+      const otherTime = (parseInt(prefix, 16) - 1).toString(16).padStart(12, '0');
+      for (const variant of [random, `${otherTime}${random}`, `${prefix.toUpperCase()}${random}`]) {
+        await expect(t.oauth.tokens.verifyAccessToken(variant)).rejects.toMatchObject({ name: 'InvalidTokenError' });
+      }
+      // A 43-character token from before the prefix is keyed by its digest: the random part's digest is no key either.
+      expect(await t.db.kysely.selectFrom('accessTokens').select('jti').where('tokenHash', '=', digestSecret(random)).execute()).toEqual([]);
+      await expect(t.oauth.tokens.verifyAccessToken(token)).resolves.toMatchObject({ subject: user.id, format: 'opaque' });
+    });
+
     it('stores refresh tokens as digests behind their time prefix, with the configured lifetime', async () => {
       const { refresh_token: token } = await tokensFor(web);
       const row = await t.db.kysely.selectFrom('refreshTokens').selectAll().where('tokenHash', '=', `${token!.slice(0, 12)}${digestSecret(token!)}`).executeTakeFirstOrThrow();
