@@ -24,6 +24,7 @@ export async function expandAll<View>(
   expand: readonly string[] | undefined,
 ): Promise<View[]> {
   const names = (expand ?? []).filter((name) => name in module.expansions);
+  if (names.length === 0) return items.map((item) => module.viewOf(item));
   const expanded = await Promise.all(
     items.map(async (item) => {
       const embedded = await Promise.all(names.map(async (name) => [name, await readable(ctx, module.expansions[name]!.type, item[module.expansions[name]!.via])] as const));
