@@ -19,15 +19,11 @@ export const listUsers: Handler<'listUsers'> = async ({ query }, { principal, de
 export const getUser: Handler<'getUser'> = async (_input, { resource }) => ({ status: 200, body: users.viewOf(resource!) });
 
 export const createUser: Handler<'createUser'> = async ({ body }, { deps }) => {
-  const fields = { id: newId(), email: body.email, name: body.name, role: body.role, active: body.active ?? true };
-  let user;
-  try {
-    user = await insertUser(deps.db, { ...fields, passwordHash: await hashPassword(body.password) }, nowIso());
-  } catch (error) {
-    if (isUniqueViolation(error)) throw new ApiError('CONFLICT', 'A user with this email already exists.');
-    throw error;
-  }
-  return { status: 201, body: user, headers: { location: `/v1/users/${user.id}` } };
+  const user = { id: newId(), email: body.email, name: body.name, role: body.role, active: body.active ?? true, passwordHash: await hashPassword(body.password) };
+  const created = await insertUser(deps.db, user, nowIso()).catch((error: unknown) => {
+    throw isUniqueViolation(error) ? new ApiError('CONFLICT', 'A user with this email already exists.') : error;
+  });
+  return { status: 201, body: created, headers: { location: `/v1/users/${created.id}` } };
 };
 
 export const replaceUser: Handler<'replaceUser'> = async ({ body }, { principal, resource, deps }) => {

@@ -16,11 +16,13 @@
  * (GET /v1/rest, generated/openapi.json) does not list it.
  */
 import fs from 'node:fs';
+import os from 'node:os';
 import type { Kysely } from 'kysely';
 import YAML from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compileContracts, readSources } from '../../codegen/compile-contracts.js';
-import { GENERATED_API, type ServedApi } from '../../src/app.js';
+import { buildApp, GENERATED_API, type ServedApi } from '../../src/app.js';
+import { configFrom } from '../../src/config/config.js';
 import { pageBody, pageRequest } from '../../src/operations/pages.js';
 import { callerId } from '../../src/operations/subject.js';
 import type { OperationContext } from '../../src/operations/types.js';
@@ -163,6 +165,15 @@ describe('a resource type added as the README says', () => {
     expect(contractDisagreements(doc, compiled.policy, api.resources)).toEqual([]);
     // The checked-in contract does not have it: this test is the only place it exists.
     expect(fs.readFileSync('openapi.yaml', 'utf8')).not.toContain('/v1/notes');
+  });
+
+  it('is refused at start without its module or without a handler', async () => {
+    const config = configFrom({ DATA_DIR: os.tmpdir(), ISSUER: 'http://127.0.0.1:3000', KEY_ENCRYPTION_SECRET: 'test-key-encryption-secret-0123456789abcdef' });
+    await expect(buildApp(config, { api: { ...api, resources: GENERATED_API.resources } })).rejects.toThrow(
+      'policy resource types (client, comment, note, post, user) and resource modules (client, comment, post, user) differ',
+    );
+    const { deleteNote: _omitted, ...handlers } = api.handlers;
+    await expect(buildApp(config, { api: { ...api, handlers } })).rejects.toThrow('no handler for deleteNote');
   });
 });
 
