@@ -20,7 +20,10 @@ import { InvalidationFeed } from './oauth/tokens/invalidation-feed.js';
 import type { InvalidationKind } from './storage/invalidations.js';
 import { TokenService } from './oauth/tokens/token-service.js';
 import { RegisteredClients } from './oauth/registered-clients.js';
-import type { OperationDeps } from './operations/types.js';
+import { handlers } from './operations/index.js';
+import type { HandlerTable, OperationDeps } from './operations/types.js';
+import type { PolicyTable } from './policy/table.js';
+import { resources, type ResourceRegistry } from './resources/registry.js';
 import { AuditLog } from './audit/audit-log.js';
 import { startCheckpointer } from './audit/checkpointer.js';
 import { auditSigningKey } from './audit/checkpoints.js';
@@ -38,6 +41,7 @@ import type { RouteDefinition } from './rest/route-definition.js';
 import { PACKAGE_ROOT } from './package-root.js';
 import { openDb, type Db } from './storage/dialect.js';
 import { migrateToLatest } from './storage/migrate.js';
+import type { Migration } from 'kysely';
 
 export interface App {
   fastify: FastifyInstance;
@@ -49,9 +53,31 @@ export interface App {
   close(): Promise<void>;
 }
 
+/** What an app serves: the compiled contract, its handlers and resource modules, and their tables. */
+export interface ServedApi {
+  routes: readonly RouteDefinition[];
+  policy: PolicyTable;
+  handlers: HandlerTable;
+  resources: ResourceRegistry;
+  /** Migrations beyond the storage's own set (the tables of resource types the set does not have). */
+  migrations: Readonly<Record<string, Migration>>;
+}
+
+/** The contract of this checkout, as codegen compiled it into generated/. */
+export const GENERATED_API: ServedApi = { routes, policy, handlers, resources, migrations: {} };
+
 export interface BuildOptions {
   /** Use this database instead of opening one from the configuration (tests). */
   db?: Db;
+  /** Serve this API instead of GENERATED_API (a test that adds a resource type compiles its own). */
+  api?: ServedApi;
+}
+
+/** Every operation has its handler and every resource type its module, or the app does not start. */
+function checkServedApi(api: ServedApi): void {
+  const unhandled = api.routes.filter((route) => typeof api.handlers[route.operationId] !== 'function').map((route) => route.operationId);
+  if (unhandled.length > 0) throw new Error(`no handler for ${unhandled.join(', ')}`);
+  api.resources.check(api.policy);
 }
 
 const PUBLISHED_SPEC = path.join(PACKAGE_ROOT, 'generated/openapi.json');
@@ -87,6 +113,9 @@ function setCommonHeaders(requestId: string, reply: FastifyReply, security: Read
 
 /** Wiring only: storage, token service, policy, the REST pipeline, the authorization server, health. */
 export async function buildApp(config: Config, options: BuildOptions = {}): Promise<App> {
+  const api = options.api ?? GENERATED_API;
+  checkServedApi(api);
+  const { policy } = api;
   const security = securityHeaders(config.issuer);
   let closing = false;
   const fastify = Fastify({
@@ -159,7 +188,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       backgroundCheckpoints: true,
       onCheckpointError: (message) => fastify.log.error({ err: { message } }, 'storage.checkpoint_failed'),
     }));
-  await migrateToLatest(db);
+  await migrateToLatest(db, api.migrations);
   const apiScopes = Object.keys(policy.scopes);
   const bootstrap = await bootstrapIfEmpty(db, config, apiScopes);
   if (bootstrap) fastify.log.info({ file: bootstrap.file, clientId: bootstrap.clientId }, 'bootstrap.created');
@@ -213,6 +242,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     db: db.kysely,
     sqlite: db.sqlite,
     policy,
+    resources: api.resources,
     publishedSpec: JSON.stringify(published),
     graphqlSdl: fs.readFileSync(GRAPHQL_SDL, 'utf8'),
     defaultAccessTokenTtl: config.tokens.accessTokenTtl,
@@ -245,9 +275,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     done();
   });
 
-  const restRoutes = config.graphql.introspectionPublic ? routes.map(publishSchemaRoute) : routes;
+  const restRoutes = config.graphql.introspectionPublic ? api.routes.map(publishSchemaRoute) : api.routes;
   await registerRest(fastify, {
     routes: restRoutes,
+    handlers: api.handlers,
     representationOf: representationTagger(restRoutes),
     audit,
     policy,

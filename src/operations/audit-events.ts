@@ -1,8 +1,10 @@
 import { whereCompare, whereEqual } from '../storage/filter-sql.js';
 import { selectPage } from '../storage/paging.js';
-import { pageBody, pageRequest } from './resources.js';
+import type { components } from '../../generated/openapi.js';
+import { pageBody, pageRequest } from './pages.js';
 import type { Handler } from './types.js';
-import type { AuditEventView } from './views.js';
+
+type AuditEventView = components['schemas']['AuditEvent'];
 
 const COLUMNS = [
   'id', 'time', 'requestId', 'subject', 'clientId', 'interface', 'operation', 'resourceType', 'resourceId', 'decision', 'reason',

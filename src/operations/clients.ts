@@ -2,20 +2,21 @@ import { ApiError } from '../errors/registry.js';
 import { digestSecret, generateSecret } from '../oauth/secrets.js';
 import { revokeClientTokens } from '../oauth/tokens/access-token-records.js';
 import { recordInvalidation } from '../storage/invalidations.js';
-import { clientRow } from '../storage/clients.js';
+import { deleteClientRow, insertClient, updateClientSettings } from '../storage/clients.js';
 import { newId, nowIso } from '../storage/ids.js';
 import { isUniqueViolation } from '../storage/unique-violation.js';
+import { clients } from '../resources/clients.js';
+import { listReadable } from '../resources/lists.js';
 import { checkClientSettings } from './client-settings.js';
-import { listReadable, pageBody, pageRequest } from './resources.js';
+import { pageBody, pageRequest } from './pages.js';
 import type { Handler } from './types.js';
-import { viewOf, viewsOf } from './views.js';
 
 export const listClients: Handler<'listClients'> = async ({ query }, { principal, deps }) => {
-  const page = await listReadable(deps, principal, 'client', [], pageRequest(query));
-  return { status: 200, body: pageBody(viewsOf('client', page.rows), page, query.limit ?? 20) };
+  const page = await listReadable(deps, principal, clients, query, pageRequest(query));
+  return { status: 200, body: pageBody(page.rows.map(clients.viewOf), page, query.limit ?? 20) };
 };
 
-export const getClient: Handler<'getClient'> = async (_input, { resource }) => ({ status: 200, body: viewOf('client', resource!) });
+export const getClient: Handler<'getClient'> = async (_input, { resource }) => ({ status: 200, body: clients.viewOf(resource!) });
 
 export const createClient: Handler<'createClient'> = async ({ body }, { deps }) => {
   checkClientSettings(deps.policy, body);
@@ -42,11 +43,9 @@ export const createClient: Handler<'createClient'> = async ({ body }, { deps }) 
     idTokenSignedResponseAlg: body.idTokenSignedResponseAlg,
   };
   try {
-    await deps.db.transaction().execute(async (trx) => {
-      await trx.insertInto('clients').values(clientRow(client, now, now)).execute();
-      // The client_id may have belonged to a deleted registration that a server still has cached.
-      await recordInvalidation(trx, 'client', client.clientId);
-    });
+    // The client_id may have belonged to a deleted registration that a server still has cached: the
+    // registration and its invalidation are one commit.
+    await deps.db.transaction().execute((trx) => insertClient(trx, client, now));
   } catch (error) {
     if (isUniqueViolation(error)) throw new ApiError('CONFLICT', 'A client with this clientId already exists.');
     throw error;
@@ -63,7 +62,7 @@ export const createClient: Handler<'createClient'> = async ({ body }, { deps }) 
 
 export const replaceClient: Handler<'replaceClient'> = async ({ body }, { resource, deps }) => {
   checkClientSettings(deps.policy, body);
-  const current = viewOf('client', resource!);
+  const current = clients.viewOf(resource!);
   if (body.type !== current.type) {
     throw new ApiError('VALIDATION_FAILED', 'A client type cannot change.', { details: [{ path: '/body/type', message: 'is immutable' }] });
   }
@@ -72,24 +71,7 @@ export const replaceClient: Handler<'replaceClient'> = async ({ body }, { resour
   const replaced = { ...body, role: body.role ?? null };
   const updatedAt = nowIso();
   await deps.db.transaction().execute(async (trx) => {
-    await trx
-      .updateTable('clients')
-      .set({
-        name: body.name,
-        redirectUris: JSON.stringify(replaced.redirectUris),
-        postLogoutRedirectUris: JSON.stringify(replaced.postLogoutRedirectUris),
-        grantTypes: JSON.stringify(replaced.grantTypes),
-        scopes: JSON.stringify(replaced.scopes),
-        role: replaced.role,
-        accessTokenFormat: replaced.accessTokenFormat,
-        accessTokenTtl: replaced.accessTokenTtl,
-        idTokenSignedResponseAlg: replaced.idTokenSignedResponseAlg,
-        firstParty: replaced.firstParty,
-        legacy: replaced.legacy,
-        updatedAt,
-      })
-      .where('id', '=', current.id)
-      .execute();
+    await updateClientSettings(trx, current.id, replaced, updatedAt);
     // Role, scopes and settings: every server re-reads the registration, and narrows the tokens it issued.
     await recordInvalidation(trx, 'client', current.clientId);
   });
@@ -98,10 +80,10 @@ export const replaceClient: Handler<'replaceClient'> = async ({ body }, { resour
 };
 
 export const deleteClient: Handler<'deleteClient'> = async (_input, { resource, deps }) => {
-  const { id, clientId } = viewOf('client', resource!);
+  const { id, clientId } = clients.viewOf(resource!);
   await deps.db.transaction().execute(async (trx) => {
     await revokeClientTokens(trx, clientId, nowIso());
-    await trx.deleteFrom('clients').where('id', '=', id).execute();
+    await deleteClientRow(trx, id);
   });
   deps.invalidateSubject(clientId);
   return { status: 204, body: undefined };

@@ -4,6 +4,8 @@ import type { OperationId } from '../../generated/routes.js';
 import type { Principal } from '../policy/principal.js';
 import type { ResourceRow } from '../policy/resource-rule.js';
 import type { PolicyTable } from '../policy/table.js';
+import type { ResourceLoaders } from '../resources/loaders.js';
+import type { ResourceRegistry } from '../resources/registry.js';
 import type { Database } from '../storage/schema.js';
 import type { SqliteHandle } from '../storage/sqlite-handle.js';
 
@@ -13,6 +15,8 @@ export interface OperationDeps {
   /** The embedded database's direct handle (hot reads), or null on PostgreSQL. */
   sqlite: SqliteHandle | null;
   policy: PolicyTable;
+  /** The resource modules of the contract's resource types. */
+  resources: ResourceRegistry;
   /** The published OpenAPI document, serialised once. */
   publishedSpec: string;
   graphqlSdl: string;
@@ -27,6 +31,8 @@ export interface OperationContext {
   /** The resource the pipeline loaded and authorized (x-resource), or null. */
   resource: ResourceRow | null;
   deps: OperationDeps;
+  /** This request's batched resource loaders (expansions). */
+  loaders: ResourceLoaders;
 }
 
 type Op<K extends OperationId> = operations[K];
@@ -58,3 +64,9 @@ export type Handler<K extends OperationId> = (input: OperationInput<K>, ctx: Ope
 
 /** Every operation in the contract must have a handler: a missing one fails the typecheck. */
 export type OperationHandlers = { [K in OperationId]: Handler<K> };
+
+/**
+ * The handler table as the REST adapter calls it, by operationId: the contract's, or one that serves a
+ * contract with more operations (a resource type added in a test).
+ */
+export type HandlerTable = Readonly<Record<string, (input: never, ctx: OperationContext) => Promise<unknown>>>;

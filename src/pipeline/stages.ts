@@ -4,7 +4,7 @@ import type { TokenService } from '../oauth/tokens/token-service.js';
 import type { RateLimiter, RateLimitResult } from '../limits/rate-limit.js';
 import { evaluateRule, type ResourceRow } from '../policy/resource-rule.js';
 import type { PolicyTable } from '../policy/table.js';
-import { loadResource, resourceLoader } from '../operations/resources.js';
+import { loadResource, resourceLoader } from '../resources/load.js';
 import type { OperationDeps } from '../operations/types.js';
 import { authenticate, hasVerifiedBearer } from './authenticate.js';
 import { authorize } from './authorize.js';

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { handlers } from '../operations/index.js';
-import type { Handler } from '../operations/types.js';
+import type { Handler, HandlerTable } from '../operations/types.js';
+import { ResourceLoaders } from '../resources/loaders.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import { recordDecision } from '../pipeline/record-decision.js';
 import { ANONYMOUS } from '../policy/principal.js';
@@ -20,6 +20,8 @@ import { VENDOR_TYPE } from './versioning.js';
 
 export interface RestDeps extends RestStageDeps {
   routes: readonly RouteDefinition[];
+  /** operationId -> handler, for every route. */
+  handlers: HandlerTable;
   audit: AuditLog;
   /** From KEY_ENCRYPTION_SECRET (idempotency.ts says why). */
   idempotencyHashKey: Buffer;
@@ -121,7 +123,7 @@ function openExchange(request: FastifyRequest, route: RouteDefinition): RestExch
 
 /** The route handler: the pipeline's `body` phase, the operation, then its response. */
 function operationRunner(route: RouteDefinition, deps: RestDeps) {
-  const handler = handlers[route.operationId as keyof typeof handlers] as unknown as Handler<never>;
+  const handler = deps.handlers[route.operationId] as unknown as Handler<never>;
   return (request: FastifyRequest, reply: FastifyReply) => {
     const ex = request.exchange!;
     mergeBracketExpand(ex.query);
@@ -133,7 +135,7 @@ function operationRunner(route: RouteDefinition, deps: RestDeps) {
 
 async function operate(handler: Handler<never>, ex: RestExchange, deps: RestDeps, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
   const input = { params: ex.params, query: ex.query, body: ex.body } as never;
-  const context = { principal: ex.principal, resource: ex.resource, deps: deps.operations };
+  const context = { principal: ex.principal, resource: ex.resource, deps: deps.operations, loaders: new ResourceLoaders(deps.operations) };
   const result = await runIdempotent(deps.operations.db, deps.idempotencyHashKey, ex, () => handler(input, context) as Promise<HandlerResponse>);
   if (result.replayed) reply.header('idempotent-replayed', 'true');
   const next = (result.body as { page?: { next?: string | null } } | undefined)?.page?.next;

@@ -36,6 +36,12 @@ export interface ClientWithSecret extends ClientRecord {
   secretHash: string | null;
 }
 
+/** Every column a client registration is served from: never the secret's digest. */
+export const CLIENT_COLUMNS = [
+  'id', 'clientId', 'name', 'type', 'redirectUris', 'grantTypes', 'scopes', 'role', 'accessTokenFormat', 'accessTokenTtl',
+  'firstParty', 'legacy', 'postLogoutRedirectUris', 'idTokenSignedResponseAlg', 'createdAt', 'updatedAt',
+] as const satisfies readonly (keyof ClientsTable)[];
+
 export function toClientRecord(row: Selectable<ClientsTable>): ClientWithSecret {
   return {
     id: row.id,
@@ -100,4 +106,35 @@ export async function insertClient(db: Kysely<Database>, client: NewClient, now:
   // The client_id may have belonged to a deleted registration that a running server still has cached.
   await recordInvalidation(db, 'client', row.clientId);
   return toClientRecord(row);
+}
+
+/** A registration's settings as a full replacement sets them (the type, client_id and secret never change). */
+export type ClientSettingsRecord = Pick<
+  ClientRecord,
+  'name' | 'redirectUris' | 'postLogoutRedirectUris' | 'grantTypes' | 'scopes' | 'role' | 'accessTokenFormat' | 'accessTokenTtl' | 'idTokenSignedResponseAlg' | 'firstParty' | 'legacy'
+>;
+
+export async function updateClientSettings(db: Kysely<Database>, id: string, settings: ClientSettingsRecord, updatedAt: string): Promise<void> {
+  await db
+    .updateTable('clients')
+    .set({
+      name: settings.name,
+      redirectUris: JSON.stringify(settings.redirectUris),
+      postLogoutRedirectUris: JSON.stringify(settings.postLogoutRedirectUris),
+      grantTypes: JSON.stringify(settings.grantTypes),
+      scopes: JSON.stringify(settings.scopes),
+      role: settings.role,
+      accessTokenFormat: settings.accessTokenFormat,
+      accessTokenTtl: settings.accessTokenTtl,
+      idTokenSignedResponseAlg: settings.idTokenSignedResponseAlg,
+      firstParty: settings.firstParty,
+      legacy: settings.legacy,
+      updatedAt,
+    })
+    .where('id', '=', id)
+    .execute();
+}
+
+export async function deleteClientRow(db: Kysely<Database>, id: string): Promise<void> {
+  await db.deleteFrom('clients').where('id', '=', id).execute();
 }

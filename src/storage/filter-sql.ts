@@ -1,13 +1,18 @@
 import type { Expression, ExpressionBuilder, SqlBool } from 'kysely';
 import { sql } from 'kysely';
 import type { RowFilter } from '../policy/rule-filter.js';
-import { tableFor } from './resource-tables.js';
 import type { Database } from './schema.js';
 
 type AnyBuilder = ExpressionBuilder<Database, keyof Database>;
 
-/** Turns a compiled policy filter into a SQL condition (see src/policy/rule-filter.ts). */
-export function filterToSql(eb: AnyBuilder, filter: RowFilter, qualifier?: string): Expression<SqlBool> {
+/** The table a resource type lives in (its resource module says). */
+export type TableOf = (type: string) => string;
+
+/**
+ * Turns a compiled policy filter into a SQL condition (see src/policy/rule-filter.ts); a `{ parent, via }`
+ * condition becomes a sub-select on the parent type's table.
+ */
+export function filterToSql(eb: AnyBuilder, filter: RowFilter, tableOf: TableOf, qualifier?: string): Expression<SqlBool> {
   const column = (field: string) => eb.ref((qualifier ? `${qualifier}.${field}` : field) as never);
   switch (filter.kind) {
     case 'all':
@@ -17,16 +22,16 @@ export function filterToSql(eb: AnyBuilder, filter: RowFilter, qualifier?: strin
     case 'equals':
       return eb(column(filter.field), '=', filter.value as never);
     case 'any':
-      return eb.or(filter.filters.map((f) => filterToSql(eb, f, qualifier)));
+      return eb.or(filter.filters.map((f) => filterToSql(eb, f, tableOf, qualifier)));
     case 'every':
-      return eb.and(filter.filters.map((f) => filterToSql(eb, f, qualifier)));
+      return eb.and(filter.filters.map((f) => filterToSql(eb, f, tableOf, qualifier)));
     case 'parent': {
-      const parentTable = tableFor(filter.parentType);
+      const parentTable = tableOf(filter.parentType);
       const alias = `p_${filter.parentType}`;
       const parentIds = eb
         .selectFrom(`${parentTable} as ${alias}` as never)
         .select(`${alias}.id` as never)
-        .where((inner: AnyBuilder) => filterToSql(inner, filter.filter, alias));
+        .where((inner: AnyBuilder) => filterToSql(inner, filter.filter, tableOf, alias));
       return eb(column(filter.via), 'in', parentIds as never);
     }
   }

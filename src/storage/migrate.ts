@@ -27,17 +27,25 @@ function migrationsFor(db: Db): Record<string, Migration> {
   };
 }
 
-export async function migrateToLatest(db: Db): Promise<string[]> {
-  return migrateWith(db, (migrator) => migrator.migrateToLatest());
+/**
+ * Applies every migration not applied yet: the set above, and `more` when an API serves tables of its own
+ * (a resource type a test adds; their names sort after the set's).
+ */
+export async function migrateToLatest(db: Db, more: Readonly<Record<string, Migration>> = {}): Promise<string[]> {
+  return migrateWith(db, (migrator) => migrator.migrateToLatest(), more);
 }
 
 /** Applies migrations up to and including `name` (an upgrade test starts from an older schema). */
 export async function migrateTo(db: Db, name: string): Promise<string[]> {
-  return migrateWith(db, (migrator) => migrator.migrateTo(name));
+  return migrateWith(db, (migrator) => migrator.migrateTo(name), {});
 }
 
-async function migrateWith(db: Db, run: (migrator: Migrator) => ReturnType<Migrator['migrateToLatest']>): Promise<string[]> {
-  const provider: MigrationProvider = { getMigrations: async () => migrationsFor(db) };
+async function migrateWith(
+  db: Db,
+  run: (migrator: Migrator) => ReturnType<Migrator['migrateToLatest']>,
+  more: Readonly<Record<string, Migration>>,
+): Promise<string[]> {
+  const provider: MigrationProvider = { getMigrations: async () => ({ ...migrationsFor(db), ...more }) };
   const migrator = new Migrator({ db: db.kysely, provider });
   const { error, results } = await run(migrator);
   if (error) throw error instanceof Error ? error : new Error(String(error));

@@ -18,6 +18,10 @@ export interface UsersTable {
   revocations: Generated<number>;
 }
 
+/**
+ * The API reads and writes posts and comments through their resource modules (src/resources/), which name
+ * their tables and columns; these shapes type the code that fills the tables directly (tests, benchmarks).
+ */
 export interface PostsTable {
   id: string;
   authorId: string;

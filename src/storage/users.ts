@@ -63,3 +63,14 @@ export function findUserRowByEmail(db: Kysely<Database>, email: string) {
 export async function updatePasswordHash(db: Kysely<Database>, userId: string, passwordHash: string, updatedAt: string): Promise<void> {
   await db.updateTable('users').set({ passwordHash, updatedAt }).where('id', '=', userId).execute();
 }
+
+/** The profile fields a replacement sets, and a new password's hash when one was given. */
+export type UserChanges = Pick<UserRecord, 'email' | 'name' | 'role' | 'active' | 'updatedAt'> & { passwordHash?: string };
+
+export async function updateUserRow(db: Kysely<Database>, id: string, changes: UserChanges): Promise<void> {
+  await db.updateTable('users').set(changes).where('id', '=', id).execute();
+}
+
+export async function deleteUserRow(db: Kysely<Database>, id: string): Promise<void> {
+  await db.deleteFrom('users').where('id', '=', id).execute();
+}

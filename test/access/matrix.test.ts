@@ -10,9 +10,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { policy } from '../../generated/policy.js';
 import { routes } from '../../generated/routes.js';
 import type { Action, Condition } from '../../src/policy/table.js';
+import { loadResource } from '../../src/resources/load.js';
+import { resources } from '../../src/resources/registry.js';
 import type { RouteDefinition } from '../../src/rest/route-definition.js';
-import { clientRow } from '../../src/storage/clients.js';
-import { newId, nowIso } from '../../src/storage/ids.js';
+import { newId } from '../../src/storage/ids.js';
 import { ALL_API_SCOPES, startTestApp, type TestApp, type TestUser } from '../helpers/app.js';
 import { DATABASE_KINDS } from '../helpers/databases.js';
 
@@ -24,12 +25,42 @@ interface Caller { id: string; role: string }
 const contract = YAML.parse(fs.readFileSync('openapi.yaml', 'utf8'));
 const ROLES = Object.keys(policy.roles);
 
+/**
+ * The targets a route's resource type has, from its policy: one of the caller's own when the type has an
+ * owner, and someone else's both hidden and visible when its read rule (or its parent's) turns on a field.
+ */
 function targetsFor(route: RouteDefinition): Target[] {
   const type = route.access.resource?.type;
   if (!type) return ['none'];
-  if (type === 'client') return ['others', 'missing'];
-  if (type === 'user') return ['own', 'others', 'missing'];
-  return ['own', 'others', 'others-published', 'missing'];
+  const owned: Target[] = policy.resources[type]!.owner === null ? [] : ['own'];
+  const published: Target[] = readsByField(type) ? ['others-published'] : [];
+  return [...owned, 'others', ...published, 'missing'];
+}
+
+function conditionsOf(conditions: readonly Condition[]): Condition[] {
+  return conditions.flatMap((c) => (typeof c === 'object' && 'all' in c ? conditionsOf(c.all) : [c]));
+}
+
+/** The `{ field, equals }` condition of a type's own read rule, if it has one (a post's status). */
+function readField(type: string): { field: string; equals: string | number | boolean } | undefined {
+  return conditionsOf(policy.resources[type]!.rules.read ?? []).find((c): c is { field: string; equals: string | number | boolean } => typeof c === 'object' && 'field' in c);
+}
+
+function readsByField(type: string): boolean {
+  return readField(type) !== undefined || conditionsOf(policy.resources[type]!.rules.read ?? []).some((c) => typeof c === 'object' && 'parent' in c && readsByField(c.parent));
+}
+
+/** A value of the field other than the one its read rule admits (from the contract's enum): a draft. */
+function hiddenValue(type: string, field: string, visible: unknown): unknown {
+  const schema = contract.components.schemas[policy.resources[type]!.schema];
+  return (schema.properties[field].enum as unknown[]).find((value) => value !== visible);
+}
+
+/** The operation that creates a resource of a type (permissions are named `<action>_<object>`). */
+function createRouteFor(type: string): RouteDefinition {
+  const route = routes.find((r) => r.method === 'POST' && r.access.permission === `create_${type}`);
+  if (!route) throw new Error(`no operation creates a ${type}`);
+  return route;
 }
 
 /** The contract's request example, made unique where the database demands it. */
@@ -90,49 +121,39 @@ describe.each(DATABASE_KINDS)('authorization matrix on %s', (kind) => {
     await t?.close();
   });
 
-  /** Inserts the resources a case needs and returns the target row plus every row by id. */
+  /**
+   * Creates the resources a case needs through the contract's own create operations, as their owner (an
+   * admin for a type without an owner), under a parent of the same owner and visibility where the create
+   * operation names one, and returns the target as stored plus every row by id. A type whose owner field
+   * is its id is the subject itself.
+   */
   async function arrange(type: string | undefined, target: Target, me: TestUser, other: TestUser) {
-    const db = t.database.db.kysely;
-    const now = nowIso();
     const rows = new Map<string, Row>();
-    const post = async (authorId: string, status: string) => {
-      const row = { id: newId(), authorId, title: 'matrix', body: 'b', status, createdAt: now, updatedAt: now };
-      await db.insertInto('posts').values(row).execute();
-      rows.set(row.id, row);
-      return row;
-    };
-    const comment = async (authorId: string, postId: string) => {
-      const row = { id: newId(), postId, authorId, body: 'c', createdAt: now, updatedAt: now };
-      await db.insertInto('comments').values(row).execute();
-      rows.set(row.id, row);
-      return row;
-    };
     if (target === 'none') return { target: null, rows };
     if (target === 'missing') return { target: null, rows, id: newId() };
     const owner = target === 'own' ? me : other;
-    const status = target === 'others-published' ? 'published' : 'draft';
-    switch (type) {
-      case 'user': {
-        const row = { id: owner.id, role: owner.role, active: true, email: owner.email };
-        return { target: row, rows, id: owner.id };
-      }
-      case 'post': {
-        const row = await post(owner.id, status);
-        return { target: row, rows, id: row.id };
-      }
-      case 'comment': {
-        const parent = await post(owner.id, status);
-        const row = await comment(owner.id, parent.id);
-        return { target: row, rows, id: row.id };
-      }
-      case 'client': {
-        const row = { id: newId(), clientId: `matrix-${newId()}`, name: 'Matrix', type: 'confidential', secretHash: null, redirectUris: [], grantTypes: ['client_credentials'], scopes: ['read:posts'], role: 'member', accessTokenFormat: 'jwt' as const, accessTokenTtl: 600, firstParty: false, legacy: false };
-        await db.insertInto('clients').values(clientRow(row as never, now, now)).execute();
-        return { target: row as Row, rows, id: row.id };
-      }
-      default:
-        throw new Error(`no fixture for ${type}`);
-    }
+    const store = { db: t.database.db.kysely, sqlite: t.database.db.sqlite, resources };
+    const stored = async (kind: string, id: string) => {
+      const row = (await loadResource(store, kind, id))!;
+      rows.set(id, row);
+      return row;
+    };
+    const create = async (kind: string): Promise<Row> => {
+      const resource = policy.resources[kind]!;
+      if (resource.owner === 'id') return stored(kind, owner.id);
+      const route = createRouteFor(kind);
+      const parent = route.access.resource ? await create(route.access.resource.type) : null;
+      const body = exampleBody(route) ?? {};
+      const field = readField(kind);
+      if (field) body[field.field] = target === 'others-published' ? field.equals : hiddenValue(kind, field.field, field.equals);
+      const creator = resource.owner === null ? await t.createUser('admin') : owner;
+      const url = route.path.replace(/\{([^}]+)\}/g, () => String(parent!.id));
+      const res = await t.request({ method: 'POST', url, token: await creator.token(), body });
+      expect(res.statusCode, res.body).toBe(201);
+      return stored(kind, res.json().id);
+    };
+    const row = await create(type!);
+    return { target: row, rows, id: String(row.id) };
   }
 
   function urlFor(route: RouteDefinition, me: TestUser, id: string | undefined): string {

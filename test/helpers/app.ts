@@ -3,11 +3,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
 import { policy } from '../../generated/policy.js';
-import { buildApp, type App } from '../../src/app.js';
+import { buildApp, type App, type ServedApi } from '../../src/app.js';
 import { configFrom } from '../../src/config/config.js';
 import { hashPassword } from '../../src/oauth/passwords.js';
 import { generateSecret } from '../../src/oauth/secrets.js';
 import { checkClientSettings } from '../../src/operations/client-settings.js';
+import type { PolicyTable } from '../../src/policy/table.js';
 import { findClientByClientId } from '../../src/storage/clients.js';
 import { newId, nowIso } from '../../src/storage/ids.js';
 import { insertUser, type Role } from '../../src/storage/users.js';
@@ -62,7 +63,8 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-export async function startTestApp(kind: 'sqlite' | 'postgres', env: Record<string, string> = {}): Promise<TestApp> {
+/** `api`: serve this instead of the generated contract (a test that adds a resource type). */
+export async function startTestApp(kind: 'sqlite' | 'postgres', env: Record<string, string> = {}, options: { api?: ServedApi } = {}): Promise<TestApp> {
   const database = await createTestDatabase(kind);
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'portcullis-test-'));
   const config = configFrom({
@@ -75,8 +77,8 @@ export async function startTestApp(kind: 'sqlite' | 'postgres', env: Record<stri
     KEY_ENCRYPTION_SECRET: 'test-key-encryption-secret-0123456789abcdef',
     ...env,
   });
-  const app = await buildApp(config, { db: database.db });
-  const adminClient = await letAdminClientSignUsersIn(database);
+  const app = await buildApp(config, { db: database.db, api: options.api });
+  const adminClient = await letAdminClientSignUsersIn(database, options.api?.policy ?? policy);
 
   const request: TestApp['request'] = async ({ method = 'GET', url, token, headers = {}, body, payload }) => {
     const res = await app.fastify.inject({
@@ -154,11 +156,11 @@ export async function startTestApp(kind: 'sqlite' | 'postgres', env: Record<stri
  * as well, with a loopback redirect URI, so that the user tokens the suites use — minted or from a real
  * sign-in — belong to a client the server issues them to. The registration passes the API's own checks.
  */
-async function letAdminClientSignUsersIn(database: TestDatabase) {
+async function letAdminClientSignUsersIn(database: TestDatabase, served: PolicyTable) {
   const bootstrapped = (await findClientByClientId(database.db.kysely, ADMIN_CLIENT_ID))!;
   const grantTypes = [...bootstrapped.grantTypes, 'authorization_code'];
   const redirectUris = [ADMIN_CLIENT_REDIRECT_URI];
-  checkClientSettings(policy, { ...bootstrapped, grantTypes, redirectUris });
+  checkClientSettings(served, { ...bootstrapped, grantTypes, redirectUris });
   await database.db.kysely
     .updateTable('clients')
     .set({ grantTypes: JSON.stringify(grantTypes), redirectUris: JSON.stringify(redirectUris) })

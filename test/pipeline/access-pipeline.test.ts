@@ -4,6 +4,7 @@ import { configFrom } from '../../src/config/config.js';
 import { ApiError } from '../../src/errors/registry.js';
 import { RateLimiter } from '../../src/limits/rate-limit.js';
 import type { OperationDeps } from '../../src/operations/types.js';
+import { resources } from '../../src/resources/registry.js';
 import type { Exchange, Transport } from '../../src/pipeline/exchange.js';
 import { ACCESS_PIPELINE, runStages } from '../../src/pipeline/pipeline.js';
 import { recordDecision } from '../../src/pipeline/record-decision.js';
@@ -31,7 +32,7 @@ describe.each(DATABASE_KINDS)('the transport-neutral access pipeline on %s', (ki
     t = await startAccessApp(kind);
     const db = t.database.db;
     const config = configFrom({ DATA_DIR: t.dataDir, ISSUER: 'http://127.0.0.1:3000', KEY_ENCRYPTION_SECRET: 'test-key-encryption-secret-0123456789abcdef' });
-    const operations: OperationDeps = { db: db.kysely, sqlite: db.sqlite, policy, publishedSpec: '{}', graphqlSdl: '', defaultAccessTokenTtl: 600, invalidateSubject: () => {} };
+    const operations: OperationDeps = { db: db.kysely, sqlite: db.sqlite, policy, resources, publishedSpec: '{}', graphqlSdl: '', defaultAccessTokenTtl: 600, invalidateSubject: () => {} };
     deps = { policy, tokens: t.app.tokens, subjects: new SubjectDirectory(db.kysely), limiter: new RateLimiter(config.rateLimit), operations };
     author = await t.createUser('member');
     other = await t.createUser('member');

@@ -7,6 +7,7 @@ import { evaluateRule } from '../../src/policy/resource-rule.js';
 import { compileRuleFilter } from '../../src/policy/rule-filter.js';
 import type { Action } from '../../src/policy/table.js';
 import { filterToSql } from '../../src/storage/filter-sql.js';
+import { resources } from '../../src/resources/registry.js';
 import { newId, nowIso } from '../../src/storage/ids.js';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../helpers/databases.js';
 
@@ -121,7 +122,7 @@ describe.each(DATABASE_KINDS)('predicate and SQL filter agree on %s', (kind) => 
         await t.db.kysely
           .selectFrom(table)
           .select('id')
-          .where((eb) => filterToSql(eb as never, filter))
+          .where((eb) => filterToSql(eb as never, filter, resources.tableOf))
           .orderBy('id')
           .execute()
       ).map((r) => r.id);
@@ -136,7 +137,7 @@ describe.each(DATABASE_KINDS)('predicate and SQL filter agree on %s', (kind) => 
           .selectFrom('comments')
           .innerJoin('posts', 'posts.id', 'comments.postId')
           .select(['comments.authorId as commenter', 'posts.authorId as postAuthor', 'posts.status'])
-          .where((eb) => filterToSql(eb as never, compileRuleFilter(policy, 'comment', action, principal), 'comments'))
+          .where((eb) => filterToSql(eb as never, compileRuleFilter(policy, 'comment', action, principal), resources.tableOf, 'comments'))
           .execute()
       )
         .map((c) => `${c.commenter} on ${c.postAuthor}:${c.status}`)
@@ -153,7 +154,7 @@ describe.each(DATABASE_KINDS)('predicate and SQL filter agree on %s', (kind) => 
         await t.db.kysely
           .selectFrom('posts')
           .select(['authorId', 'status'])
-          .where((eb) => filterToSql(eb as never, compileRuleFilter(policy, 'post', 'read', principal)))
+          .where((eb) => filterToSql(eb as never, compileRuleFilter(policy, 'post', 'read', principal), resources.tableOf))
           .execute()
       )
         .map((p) => `${p.authorId}:${p.status}`)

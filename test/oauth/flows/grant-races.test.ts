@@ -2,6 +2,8 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { policy } from '../../../generated/policy.js';
 import { handlers } from '../../../src/operations/index.js';
+import { ResourceLoaders } from '../../../src/resources/loaders.js';
+import { resources } from '../../../src/resources/registry.js';
 import type { TokenPrincipal } from '../../../src/policy/principal.js';
 import { digestSecret, generateSecret } from '../../../src/oauth/secrets.js';
 import { revokeClientTokens } from '../../../src/oauth/tokens/access-token-records.js';
@@ -207,10 +209,10 @@ describe.each(DATABASE_KINDS)('grants racing revocations on %s', (kind) => {
       token: { jti: newId(), format: 'jwt', grantType: 'authorization_code', issuedAt: 0, expiresAt: 0 },
     };
     const resource = await app.db.kysely.selectFrom('users').selectAll().where('id', '=', user.id).executeTakeFirstOrThrow();
-    const deps = { db: app.db.kysely, sqlite: null, policy, publishedSpec: '', graphqlSdl: '', defaultAccessTokenTtl: 600, invalidateSubject: (id: string) => app.oauth.tokens.evictSubject(id) };
+    const deps = { db: app.db.kysely, sqlite: null, policy, resources, publishedSpec: '', graphqlSdl: '', defaultAccessTokenTtl: 600, invalidateSubject: (id: string) => app.oauth.tokens.evictSubject(id) };
     await handlers.replaceUser(
       { params: { userId: user.id }, query: {}, body: { email: user.email, name: user.name, role: user.role, active } } as never,
-      { principal: admin, resource: resource as never, deps },
+      { principal: admin, resource: resource as never, deps, loaders: new ResourceLoaders({ ...deps }) },
     );
   }
 

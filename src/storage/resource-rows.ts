@@ -1,0 +1,95 @@
+import type { Statement } from 'better-sqlite3';
+import type { CompiledQuery, Kysely } from 'kysely';
+import { camelCaseSelect } from './camel-case-select.js';
+import type { Where } from './filter-sql.js';
+import { selectPage, type Page, type PageRequest } from './paging.js';
+import type { Database } from './schema.js';
+import type { SqliteHandle } from './sqlite-handle.js';
+
+/**
+ * A resource type's table as storage sees it: its name (as Kysely names it, camelCase) and the columns its
+ * representation is read from — never a secret. Declared by the type's resource module (src/resources/).
+ */
+export interface ResourceTable {
+  name: string;
+  columns: readonly string[];
+}
+
+export type StoredRow = Record<string, unknown>;
+
+/** A query builder on any table: resource tables are named by their modules, not by `Database`. */
+function builder(db: Kysely<Database>) {
+  return db as unknown as Kysely<Record<string, StoredRow>>;
+}
+
+const loadQueries = new WeakMap<Kysely<Database>, WeakMap<ResourceTable, CompiledQuery>>();
+
+/**
+ * The load-by-id query of a table, built and compiled once per database: it runs on every request that
+ * targets a resource, and building a Kysely query costs more than executing it.
+ */
+function compiledLoad(db: Kysely<Database>, table: ResourceTable): CompiledQuery {
+  let queries = loadQueries.get(db);
+  if (!queries) loadQueries.set(db, (queries = new WeakMap()));
+  let compiled = queries.get(table);
+  if (!compiled) {
+    compiled = builder(db).selectFrom(table.name).select(table.columns as never).where('id', '=', '').compile();
+    queries.set(table, compiled);
+  }
+  return compiled;
+}
+
+const directLoads = new WeakMap<CompiledQuery, Statement>();
+
+/** The load query's prepared statement, kept with the compiled query (a statement stays valid until close). */
+function directLoad(sqlite: SqliteHandle, compiled: CompiledQuery): Statement {
+  let statement = directLoads.get(compiled);
+  if (!statement) {
+    const columns = sqlite.prepare(compiled.sql).columns().map((column) => column.name);
+    statement = sqlite.prepare(camelCaseSelect(compiled.sql, columns));
+    directLoads.set(compiled, statement);
+  }
+  return statement;
+}
+
+/**
+ * One row by id, or null. On SQLite, while no transaction holds the connection, the prepared statement runs
+ * at once (no promise): every targeted request does this read.
+ */
+export function loadRow(db: Kysely<Database>, sqlite: SqliteHandle | null, table: ResourceTable, id: string): StoredRow | null | Promise<StoredRow | null> {
+  const compiled = compiledLoad(db, table);
+  if (sqlite !== null && !sqlite.inTransaction) return (directLoad(sqlite, compiled).get(id) as StoredRow | undefined) ?? null;
+  return db.executeQuery<StoredRow>({ ...compiled, parameters: [id] }).then(({ rows }) => rows[0] ?? null);
+}
+
+/** The rows with these ids, in one statement (`where id in (...)`); ids that name no row are left out. */
+export async function loadRows(db: Kysely<Database>, table: ResourceTable, ids: readonly string[]): Promise<StoredRow[]> {
+  if (ids.length === 0) return [];
+  return builder(db).selectFrom(table.name).select(table.columns as never).where('id', 'in', ids).execute() as Promise<StoredRow[]>;
+}
+
+/** One page of a table's rows matching every condition, in id order (see paging.ts). */
+export function selectRowPage(db: Kysely<Database>, table: ResourceTable, where: Where[], request: PageRequest): Promise<Page<StoredRow>> {
+  return selectPage<StoredRow>(db, table.name as keyof Database, where, request, table.columns);
+}
+
+export async function insertRow(db: Kysely<Database>, table: ResourceTable, row: StoredRow): Promise<void> {
+  await builder(db).insertInto(table.name).values(row).execute();
+}
+
+export async function updateRow(db: Kysely<Database>, table: ResourceTable, id: string, changes: StoredRow): Promise<void> {
+  await builder(db).updateTable(table.name).set(changes).where('id', '=', id).execute();
+}
+
+/** Ids of the rows whose `field` holds one of `values` (the children of those parents). */
+export async function selectIdsWhereIn(db: Kysely<Database>, table: ResourceTable, field: string, values: readonly string[]): Promise<string[]> {
+  if (values.length === 0) return [];
+  const rows = await builder(db).selectFrom(table.name).select('id').where(field, 'in', values).execute();
+  return rows.map((row) => String(row.id));
+}
+
+/** Deletes the rows whose `field` holds one of `values`. */
+export async function deleteRowsWhereIn(db: Kysely<Database>, table: ResourceTable, field: string, values: readonly string[]): Promise<void> {
+  if (values.length === 0) return;
+  await builder(db).deleteFrom(table.name).where(field, 'in', values).execute();
+}
