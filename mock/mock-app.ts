@@ -37,13 +37,17 @@ function preference(header: string | string[] | undefined): { code?: number; exa
   return { ...(code !== undefined ? { code: Number(code) } : {}), ...(example !== undefined ? { example } : {}) };
 }
 
-/** The headers a response declares, each with the contract's example value. */
-function declaredHeaders(operation: Operation, status: number): Record<string, string> {
-  const response = operation.responses?.[String(status)] as { headers?: Record<string, { example?: unknown }> };
-  return Object.fromEntries(
-    Object.entries(response.headers ?? {})
-      .filter(([name]) => name.toLowerCase() !== CORS_HEADER)
-      .map(([name, header]) => [name.toLowerCase(), String(header.example)]),
+/** Per status, the headers each response of an operation declares, with the contract's example values. */
+function declaredHeaders(operation: Operation): Map<number, Record<string, string>> {
+  return new Map(
+    Object.entries(operation.responses ?? {}).map(([status, response]) => {
+      const headers = Object.entries((response as { headers?: Record<string, { example?: unknown }> }).headers ?? {}).filter(([name]) => name.toLowerCase() !== CORS_HEADER);
+      const values = headers.map(([name, header]): [string, string] => {
+        if (header.example === undefined) throw new Error(`${operation.operationId} ${status}: header ${name} has no example for the mock to send`);
+        return [name.toLowerCase(), String(header.example)];
+      });
+      return [Number(status), Object.fromEntries(values)];
+    }),
   );
 }
 
@@ -61,6 +65,7 @@ export async function buildMockApp(options: { bodyLimit: number; logger?: boolea
 
   for (const route of routes) {
     const operation = api.router.getOperation(route.operationId)!;
+    const headers = declaredHeaders(operation);
     app.route({
       method: route.method,
       url: route.path.replace(/\{([^}]+)\}/g, ':$1'),
@@ -76,7 +81,7 @@ export async function buildMockApp(options: { bodyLimit: number; logger?: boolea
           });
         }
         const { status, mock } = api.mockResponseForOperation(route.operationId, wanted);
-        reply.code(status).headers(declaredHeaders(operation, status));
+        reply.code(status).headers(headers.get(status)!);
         const content = (operation.responses?.[String(status)] as { content?: Record<string, unknown> }).content;
         if (!content) return reply.send();
         const mediaType = Object.keys(content)[0]!;

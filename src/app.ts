@@ -273,7 +273,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     authenticateBearer: async (authorization) => authenticate({ authorization, tokenInQuery: false }, { tokens, subjects }),
   });
 
-  registerApiReference(fastify);
+  await registerApiReference(fastify, limiter.anonymous);
 
   fastify.get('/healthz', async (_request, reply) => reply.header('cache-control', 'no-store').send({ status: 'ok' }));
   fastify.get('/readyz', async (_request, reply) => {

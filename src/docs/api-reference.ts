@@ -1,7 +1,10 @@
 import fs from 'node:fs';
-import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
 import type { FastifyInstance } from 'fastify';
+import { ApiError } from '../errors/registry.js';
+import { rateLimitHeaders, type RateLimitPolicy } from '../limits/rate-limit.js';
+import { entityTag, matchesAny } from '../rest/entity-tag.js';
+import { sendRestError } from '../rest/send-error.js';
 
 const require = createRequire(import.meta.url);
 
@@ -58,14 +61,28 @@ const PAGE_HEADERS = {
 const REMOTE_LOGO = '"https://cdn.redoc.ly/redoc/logo-mini.svg"';
 const NO_IMAGE = '"data:,"';
 
-/** `GET /docs`: the API reference, rendered in the browser by Redoc from the published contract. */
-export function registerApiReference(app: FastifyInstance): void {
+/**
+ * `GET /docs`: the API reference, rendered in the browser by Redoc from the published contract. Its two
+ * requests spend the caller's address's anonymous budget, like any request without a token.
+ */
+export async function registerApiReference(app: FastifyInstance, budget: RateLimitPolicy): Promise<void> {
   const bundle = Buffer.from(fs.readFileSync(REDOC_BUNDLE, 'utf8').replaceAll(REMOTE_LOGO, NO_IMAGE));
-  const bundleTag = `"${createHash('sha256').update(bundle).digest('base64url')}"`;
-  app.get('/docs', async (_request, reply) => reply.headers(PAGE_HEADERS).send(PAGE));
-  app.get(REDOC_PATH, async (request, reply) => {
-    reply.headers({ 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'public, no-cache', etag: bundleTag });
-    if (request.headers['if-none-match'] === bundleTag) return reply.code(304).send();
-    return reply.send(bundle);
+  const bundleTag = entityTag(bundle);
+  await app.register(async (scope) => {
+    scope.addHook('onRequest', async (request, reply) => {
+      const limit = await budget.consume(request.ip);
+      reply.headers(rateLimitHeaders(limit));
+      if (!limit.allowed) {
+        const retryAfter = String(limit.resetSeconds);
+        return sendRestError(reply, new ApiError('RATE_LIMITED', `Too many requests; retry in ${retryAfter} s.`, { headers: { 'retry-after': retryAfter } }));
+      }
+      return undefined;
+    });
+    scope.get('/docs', async (_request, reply) => reply.headers(PAGE_HEADERS).send(PAGE));
+    scope.get(REDOC_PATH, async (request, reply) => {
+      reply.headers({ 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'public, no-cache', etag: bundleTag });
+      if (matchesAny(request.headers['if-none-match'], bundleTag, true)) return reply.code(304).send();
+      return reply.send(bundle);
+    });
   });
 }
