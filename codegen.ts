@@ -34,6 +34,7 @@ const config: CodegenConfig = {
     'generated/openapi.d.ts': { plugins: ['./codegen/plugins/openapi-types.ts'], config: contracts },
     'generated/routes.ts': { plugins: ['./codegen/plugins/routes.ts'], config: contracts },
     'generated/policy.ts': { plugins: ['./codegen/plugins/policy.ts'], config: contracts },
+    'generated/client.ts': { plugins: ['./codegen/plugins/client.ts'], config: contracts },
     'generated/openapi.json': { plugins: ['./codegen/plugins/published-spec.ts'], config: contracts },
     'generated/gateway-policy.json': { plugins: ['./codegen/plugins/gateway-policy.ts'], config: contracts },
     'generated/access.md': { plugins: ['./codegen/plugins/access-matrix.ts'], config: contracts },

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { buildSchema, type GraphQLSchema } from 'graphql';
 import YAML from 'yaml';
-import type { RouteDefinition } from '../src/rest/route-definition.js';
+import type { JsonSchema, RouteDefinition } from '../src/rest/route-definition.js';
 import type { PolicyTable } from '../src/policy/table.js';
 import type { PolicySource } from './access-rule.js';
 import { compileGraphqlAccess } from './graphql-access.js';
@@ -23,6 +23,8 @@ export interface ContractSources {
 export interface CompiledContracts {
   doc: OpenApiDocument;
   routes: RouteDefinition[];
+  /** The schemas routes reference (`{ $ref: '<$id>#' }`), each once. */
+  sharedSchemas: JsonSchema[];
   policy: PolicyTable;
 }
 
@@ -62,7 +64,7 @@ export function compileContracts(sources: ContractSources): CompiledContracts {
   if (doc?.openapi?.startsWith?.('3.1') !== true) problems.add('openapi.yaml', 'openapi', 'must be an OpenAPI 3.1 document');
   const scopes = scopeCatalogue(doc, problems);
   const resources = compileResources(policySource, doc, problems);
-  const routes = compileRoutes(doc, scopes, policySource, problems);
+  const { routes, sharedSchemas } = compileRoutes(doc, scopes, policySource, problems);
   const graphql = compileGraphqlAccess(sources.schema, scopes, policySource, problems);
   checkPublishable(doc, problems);
   problems.throwIfAny();
@@ -80,5 +82,5 @@ export function compileContracts(sources: ContractSources): CompiledContracts {
     },
     graphqlTypes: graphql.types,
   };
-  return { doc, routes, policy };
+  return { doc, routes, sharedSchemas, policy };
 }

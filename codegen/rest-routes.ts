@@ -6,15 +6,26 @@ import type { Problems } from './problems.js';
 const METHODS: HttpMethod[] = ['GET', 'POST', 'PUT', 'DELETE'];
 const VERSION_PREFIX = /^\/v1(?=\/|$)/;
 
+/** The route table, and the schemas its routes share by reference. */
+export interface CompiledRoutes {
+  routes: RouteDefinition[];
+  /** Each with its `$id`, the contract's component name; a route names one as `{ $ref: '<name>#' }`. */
+  sharedSchemas: JsonSchema[];
+}
+
+const SHARED_RESPONSE = /^#\/components\/responses\//;
+const COMPONENT_SCHEMA = /^#\/components\/schemas\/([^/]+)$/;
+
 /** Compiles every operation of openapi.yaml into a route definition. */
 export function compileRoutes(
   doc: OpenApiDocument,
   scopes: Record<string, string>,
   policy: PolicySource,
   problems: Problems,
-): RouteDefinition[] {
+): CompiledRoutes {
   const file = 'openapi.yaml';
   const routes: RouteDefinition[] = [];
+  const shared = new Set<string>();
   const seen = new Set<string>();
   for (const [path, pathItem] of Object.entries<any>(doc.paths ?? {})) {
     if (!VERSION_PREFIX.test(path)) problems.add(file, path, 'paths must start with /v1');
@@ -34,10 +45,14 @@ export function compileRoutes(
       }
       if (seen.has(op.operationId)) problems.add(file, where, 'operationId is not unique');
       seen.add(op.operationId);
-      routes.push(compileOperation(doc, path, method, op, pathItem.parameters ?? [], { file, where, scopes, policy, problems }));
+      routes.push(compileOperation(doc, path, method, op, pathItem.parameters ?? [], { file, where, scopes, policy, problems, shared }));
     }
   }
-  return routes;
+  // In the contract's order of components.schemas, so that the generated file changes only where the contract does.
+  const sharedSchemas = Object.keys(doc.components?.schemas ?? {})
+    .filter((name) => shared.has(name))
+    .map((name) => ({ $id: name, ...toRuntimeSchema(doc, doc.components.schemas[name]) }));
+  return { routes, sharedSchemas };
 }
 
 interface Ctx {
@@ -46,6 +61,8 @@ interface Ctx {
   scopes: Record<string, string>;
   policy: PolicySource;
   problems: Problems;
+  /** Names of the component schemas referenced so far. */
+  shared: Set<string>;
 }
 
 function compileOperation(doc: OpenApiDocument, path: string, method: HttpMethod, op: any, shared: any[], ctx: Ctx): RouteDefinition {
@@ -76,7 +93,7 @@ function compileOperation(doc: OpenApiDocument, path: string, method: HttpMethod
       successStatus = Number(status);
       successMediaType = mediaType;
     }
-    if (content?.schema) schema.response[status] = toRuntimeSchema(doc, content.schema);
+    if (content?.schema) schema.response[status] = responseSchema(doc, rawResponse, content.schema, ctx);
   }
   if (successStatus === 0) ctx.problems.add(ctx.file, ctx.where, 'declares no 2xx response');
 
@@ -111,6 +128,19 @@ function compileOperation(doc: OpenApiDocument, path: string, method: HttpMethod
     schema,
     access,
   };
+}
+
+/**
+ * The schema of a response the contract shares (`components/responses`, the error responses every operation
+ * lists) is referenced, not copied into every status of every route; an operation's own response is inline.
+ */
+function responseSchema(doc: OpenApiDocument, rawResponse: any, contentSchema: any, ctx: Ctx): JsonSchema {
+  const component = typeof contentSchema.$ref === 'string' ? COMPONENT_SCHEMA.exec(contentSchema.$ref)?.[1] : undefined;
+  if (component === undefined || typeof rawResponse.$ref !== 'string' || !SHARED_RESPONSE.test(rawResponse.$ref)) {
+    return toRuntimeSchema(doc, contentSchema);
+  }
+  ctx.shared.add(component);
+  return { $ref: `${component}#` };
 }
 
 function objectSchema(doc: OpenApiDocument, params: any[], headers: boolean, allRequired = false): JsonSchema {

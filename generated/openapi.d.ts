@@ -363,14 +363,16 @@ export interface components {
         RedirectUri: string;
         /** @description The OAuth `client_id` a client authenticates with. */
         OAuthClientId: string;
+        /**
+         * @description The error codes of this release. Not a closed set: `Error.error.code` may carry codes added later.
+         * @enum {string}
+         */
+        ErrorCode: "VALIDATION_FAILED" | "UNAUTHENTICATED" | "INSUFFICIENT_SCOPE" | "FORBIDDEN" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "NOT_ACCEPTABLE" | "CONFLICT" | "REQUEST_TIMEOUT" | "PRECONDITION_FAILED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "IDEMPOTENCY_KEY_REUSED" | "RATE_LIMITED" | "HEADERS_TOO_LARGE" | "INTERNAL" | "UNAVAILABLE";
         /** @description The body of every error response. */
         Error: {
             error: {
-                /**
-                 * @description Machine-readable error code; each code has one HTTP status (see the table in the API description).
-                 * @enum {string}
-                 */
-                code: "VALIDATION_FAILED" | "UNAUTHENTICATED" | "INSUFFICIENT_SCOPE" | "FORBIDDEN" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "NOT_ACCEPTABLE" | "CONFLICT" | "REQUEST_TIMEOUT" | "PRECONDITION_FAILED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "IDEMPOTENCY_KEY_REUSED" | "RATE_LIMITED" | "HEADERS_TOO_LARGE" | "INTERNAL" | "UNAVAILABLE";
+                /** @description Machine-readable error code; each code has one HTTP status (see the table in the API description). The set is extensible: a later release may add codes without a new API version, so a client must accept a code it does not know and act on the response's HTTP status. `ErrorCode` lists the codes of this release. */
+                code: components["schemas"]["ErrorCode"] | string;
                 /** @description Human-readable explanation. Never contains internal details. */
                 message: string;
                 /** @description For `VALIDATION_FAILED`, one entry per problem found. */

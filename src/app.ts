@@ -6,6 +6,7 @@ import { policy } from '../generated/policy.js';
 import { routes } from '../generated/routes.js';
 import { bootstrapIfEmpty, type BootstrapResult } from './bootstrap/first-start.js';
 import { developmentDefaultWarning, type Config } from './config/config.js';
+import { registerApiReference } from './docs/api-reference.js';
 import { renderOAuthError } from './errors/oauth-renderer.js';
 import { ApiError } from './errors/registry.js';
 import { capConnectionsPerAddress, clientErrorHandler, rawErrorResponse } from './http/connection-guard.js';
@@ -302,6 +303,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     forgetUser: (userId) => forgetCached('user', userId),
     authenticateBearer: async (authorization) => authenticate({ authorization, tokenInQuery: false }, { tokens, subjects }),
   });
+
+  await registerApiReference(fastify, limiter.anonymous);
 
   fastify.get('/healthz', async (_request, reply) => reply.header('cache-control', 'no-store').send({ status: 'ok' }));
   fastify.get('/readyz', async (_request, reply) => {

@@ -88,7 +88,7 @@ export async function registerRest(app: FastifyInstance, deps: RestDeps): Promis
 }
 
 /** The request as the pipeline's exchange, with what only REST needs beside it. */
-function openExchange(request: FastifyRequest, route: RouteDefinition): RestExchange {
+export function openExchange(request: FastifyRequest, route: RouteDefinition): RestExchange {
   const url = request.url;
   const queryStart = url.indexOf('?');
   const path = queryStart < 0 ? url : url.slice(0, queryStart);
@@ -144,7 +144,7 @@ async function operate(handler: Handler<never>, ex: RestExchange, deps: RestDeps
 }
 
 /** `expand[]=author` is accepted as a synonym of `expand=author`. */
-function mergeBracketExpand(query: Record<string, unknown>): void {
+export function mergeBracketExpand(query: Record<string, unknown>): void {
   if (!query || !('expand[]' in query)) return;
   const bracket = query['expand[]'];
   const plain = query.expand;

@@ -1,9 +1,13 @@
 import fastJsonStringify from 'fast-json-stringify';
 import type { FastifySerializerCompiler } from 'fastify';
+import { sharedSchemas } from '../../generated/routes.js';
 
 type Serialize = (data: unknown) => string;
 
 const cache = new WeakMap<object, Serialize>();
+
+// The schemas response schemas refer to (`{ $ref: 'Error#' }`), by `$id`.
+const external = Object.fromEntries(sharedSchemas.map((schema) => [schema.$id as string, schema]));
 
 /**
  * Serialisers compiled from the contract's response schemas: properties outside the contract are never
@@ -12,7 +16,7 @@ const cache = new WeakMap<object, Serialize>();
 export function serializerFor(schema: object): Serialize {
   let serialize = cache.get(schema);
   if (!serialize) {
-    serialize = fastJsonStringify(schema as never) as Serialize;
+    serialize = fastJsonStringify(schema as never, { schema: external as never }) as Serialize;
     cache.set(schema, serialize);
   }
   return serialize;

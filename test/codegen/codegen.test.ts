@@ -54,7 +54,7 @@ afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
 describe('codegen.ts (graphql-codegen config)', () => {
   it('generated/ is exactly what the config produces (regenerate and commit when this fails)', async () => {
     const files = await runConfig();
-    expect(Object.keys(files).sort()).toEqual(['access.md', 'gateway-policy.json', 'graphql.ts', 'openapi.d.ts', 'openapi.json', 'policy.ts', 'routes.ts']);
+    expect(Object.keys(files).sort()).toEqual(['access.md', 'client.ts', 'gateway-policy.json', 'graphql.ts', 'openapi.d.ts', 'openapi.json', 'policy.ts', 'routes.ts']);
     for (const [name, contents] of Object.entries(files)) {
       expect(fs.readFileSync(path.join('generated', name), 'utf8'), `generated/${name} is stale`).toBe(contents);
     }
@@ -226,6 +226,32 @@ describe('codegen', () => {
     expect(problems).toEqual([
       'openapi.yaml: components.headers: must declare Access-Control-Allow-Origin (the published contract names it on every response)',
     ]);
+  });
+});
+
+describe('codegen: shared schemas', () => {
+  it('writes the schema of the shared (error) responses once, and every route refers to it', () => {
+    const { routes, sharedSchemas, doc } = compileContracts(sources);
+    expect(sharedSchemas.map((schema) => schema.$id)).toEqual(['Error']);
+    expect(sharedSchemas[0]).toMatchObject({ $id: 'Error', required: ['error'], additionalProperties: false });
+    const shared = (raw: any) => typeof raw.$ref === 'string' && raw.$ref.startsWith('#/components/responses/');
+    for (const route of routes) {
+      const declared = doc.paths[route.path][route.method.toLowerCase()].responses;
+      for (const [status, schema] of Object.entries(route.schema.response)) {
+        if (shared(declared[status])) expect(schema, `${route.operationId} ${status}`).toEqual({ $ref: 'Error#' });
+        else expect(schema.$ref, `${route.operationId} ${status}`).toBeUndefined();
+      }
+    }
+    const getPost = routes.find((r) => r.operationId === 'getPost')!;
+    expect(Object.keys(getPost.schema.response)).toEqual(['200', '400', '401', '403', '404', '406', '429', '500', '503']);
+    expect(getPost.schema.response['200']).toMatchObject({ type: 'object', description: 'A post.' });
+  });
+
+  it('keeps the components in the published contract', () => {
+    const published = JSON.parse(fs.readFileSync('generated/openapi.json', 'utf8'));
+    expect(Object.keys(published.components.schemas)).toEqual(Object.keys(YAML.parse(sources.openapi).components.schemas));
+    expect(published.components.responses.NotFound.content['application/json'].schema).toEqual({ $ref: '#/components/schemas/Error' });
+    expect(published.paths['/v1/posts/{postId}'].get.responses['404']).toEqual({ $ref: '#/components/responses/NotFound' });
   });
 });
 
