@@ -87,7 +87,7 @@ export class TokenService {
     const { client } = input;
     const guard = { clientRegistrationId: client.id, updatedAt: client.updatedAt, revocations: client.revocations };
     const rows = prepared.row === null ? [] : [{ table: 'accessTokens' as const, row: prepared.row }];
-    // The signature (on the thread pool) and the commit (at the end of the turn) run side by side.
+    // The registration is read (and an opaque token's row committed) at the end of the turn.
     const [accessToken] = await Promise.all([prepared.token, this.#rows.write(rows, guard)]);
     return { ...prepared.issued, accessToken };
   }
