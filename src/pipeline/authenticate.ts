@@ -71,7 +71,17 @@ function decideCached(token: string, deps: AuthenticateDeps): Principal | undefi
   if (verified === null) return undefined;
   const subject = deps.subjects.cached(verified.subjectType, verified.subject);
   const client = verified.subjectType === 'client' ? subject : deps.subjects.cached('client', verified.clientId);
-  return subject !== undefined && client !== undefined ? principalOf(verified, subject, client) : undefined;
+  if (subject === undefined || client === undefined || clientMayBeBehind(verified, client)) return undefined;
+  return principalOf(verified, subject, client);
+}
+
+/**
+ * Whether the client's status held here may predate the token: it names another registration (or none), or
+ * a lower revocation count. A client_id registered again, or a token issued under a newer count, is seen by
+ * the token endpoint (here or on another instance) before this process's invalidation feed tells it.
+ */
+function clientMayBeBehind(token: VerifiedToken, client: SubjectStatus | null): boolean {
+  return client === null || client.id !== token.clientRegistrationId || (token.clientRevocations !== null && token.clientRevocations > (client.revocations ?? 0));
 }
 
 async function verifyAndLookUp(raw: string, deps: AuthenticateDeps): Promise<Principal> {
@@ -82,8 +92,13 @@ async function verifyAndLookUp(raw: string, deps: AuthenticateDeps): Promise<Pri
     if (isInvalidTokenError(error)) throw invalidToken('The access token is not valid');
     throw error;
   }
-  const subject = await deps.subjects.lookup(token.subjectType, token.subject);
-  const client = token.subjectType === 'client' ? subject : await deps.subjects.lookup('client', token.clientId);
+  let subject = await deps.subjects.lookup(token.subjectType, token.subject);
+  let client = token.subjectType === 'client' ? subject : await deps.subjects.lookup('client', token.clientId);
+  if (clientMayBeBehind(token, client)) {
+    // Read again unless read after the token's issuing second: a token older than the status proves nothing.
+    client = await deps.subjects.lookup('client', token.clientId, (token.issuedAt + 1) * 1000);
+    if (token.subjectType === 'client') subject = client;
+  }
   return principalOf(token, subject, client);
 }
 

@@ -21,6 +21,8 @@ export interface SubjectStatus {
  */
 interface Entry {
   status: SubjectStatus | null;
+  /** When the row was read: a lookup for a token issued later may ask for a newer read. */
+  readAt: number;
   expiresAt: number;
 }
 
@@ -41,17 +43,18 @@ export class SubjectDirectory {
     return cached !== undefined && cached.expiresAt > (this.options.clock ?? Date.now)() ? cached.status : undefined;
   }
 
-  async lookup(kind: 'user' | 'client', subject: string): Promise<SubjectStatus | null> {
+  /** `readSince` (epoch ms): a cached status read before then is read again (a token proves it may be stale). */
+  async lookup(kind: 'user' | 'client', subject: string, readSince = 0): Promise<SubjectStatus | null> {
     const entries = this.#entries[kind];
     const now = (this.options.clock ?? Date.now)();
     const cached = entries.get(subject);
-    if (cached !== undefined && cached.expiresAt > now) return cached.status;
+    if (cached !== undefined && cached.expiresAt > now && cached.readAt >= readSince) return cached.status;
     const generation = this.#generation;
     const status = kind === 'user' ? await this.#loadUser(subject) : await this.#loadClient(subject);
     if (generation !== this.#generation) return status;
     entries.delete(subject);
     if (entries.size >= (this.options.maxEntries ?? 10_000)) entries.delete(entries.keys().next().value!);
-    entries.set(subject, { status, expiresAt: now + (this.options.ttlMs ?? 5000) });
+    entries.set(subject, { status, readAt: now, expiresAt: now + (this.options.ttlMs ?? 5000) });
     return status;
   }
 
