@@ -15,7 +15,7 @@ export function parseCommandLine(command: Command, args: readonly string[], help
   }
   let parsed;
   try {
-    parsed = parseArgs({ args: [...args], options, strict: true, allowPositionals: true });
+    parsed = parseArgs({ args: attachDashValues(args, options), options, strict: true, allowPositionals: true });
   } catch (error) {
     throw new UsageError(error instanceof Error ? error.message : String(error), helpFor);
   }
@@ -33,4 +33,32 @@ export function parseCommandLine(command: Command, args: readonly string[], help
     if (spec.required && values[name] === undefined) throw new UsageError(`missing required option --${name}`, helpFor);
   }
   return { help: false, input: { options: values, positionals: parsed.positionals } };
+}
+
+/**
+ * `--name -value` as `--name=-value` for an option that takes a value, when `-value` names no option: a
+ * base64url value (a key fingerprint, a secret) may begin with a dash, and parseArgs would call it
+ * ambiguous. `--` still ends the options.
+ */
+function attachDashValues(args: readonly string[], options: NonNullable<ParseArgsConfig['options']>): string[] {
+  const takesValue = (arg: string) => arg.startsWith('--') && !arg.includes('=') && options[arg.slice(2)]?.type === 'string';
+  const namesOption = (arg: string) =>
+    arg === '--' ||
+    (arg.startsWith('--') ? options[arg.slice(2).split('=')[0]!] !== undefined : Object.values(options).some((option) => option.short !== undefined && arg.startsWith(`-${option.short}`)));
+  const result: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === '--') {
+      result.push(...args.slice(i));
+      break;
+    }
+    const next = args[i + 1];
+    if (takesValue(arg) && next !== undefined && next.startsWith('-') && next.length > 1 && !namesOption(next)) {
+      result.push(`${arg}=${next}`);
+      i++;
+    } else {
+      result.push(arg);
+    }
+  }
+  return result;
 }
