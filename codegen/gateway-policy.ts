@@ -13,7 +13,7 @@ export function gatewayPolicy(routes: readonly RouteDefinition[]) {
     routes: routes.map((route) => ({
       operationId: route.operationId,
       method: route.method,
-      paths: [route.path, route.unversionedUrl.replace(/:([A-Za-z0-9_]+)/g, '{$1}')],
+      paths: route.unversionedUrl === null ? [route.path] : [route.path, route.unversionedUrl.replace(/:([A-Za-z0-9_]+)/g, '{$1}')],
       authenticated: !route.access.public,
       scopes: route.access.scopes,
     })),

@@ -117,7 +117,7 @@ function compileOperation(doc: OpenApiDocument, path: string, method: HttpMethod
     operationId: op.operationId,
     method,
     path,
-    unversionedUrl: path.replace(VERSION_PREFIX, '').replace(/\{([^}]+)\}/g, ':$1') || '/',
+    unversionedUrl: unversionedUrl(path),
     tag: op.tags?.[0] ?? 'default',
     summary: op.summary ?? '',
     deprecated: op.deprecated === true,
@@ -176,4 +176,16 @@ function deprecationHeaders(op: any, ctx: Ctx): Record<string, string> {
     else headers.sunset = new Date(sunsetMs).toUTCString();
   }
   return headers;
+}
+
+/**
+ * Paths without the version prefix that another API owns: `/graphql` is the GraphQL endpoint (POST, and GET
+ * answers 405), so the SDL is served at `/v1/graphql` only.
+ */
+const RESERVED_UNVERSIONED = new Set(['/graphql']);
+
+/** The path without its version prefix, in Fastify's syntax, or null when that path belongs to another API. */
+function unversionedUrl(path: string): string | null {
+  const url = path.replace(VERSION_PREFIX, '').replace(/\{([^}]+)\}/g, ':$1') || '/';
+  return RESERVED_UNVERSIONED.has(url) ? null : url;
 }

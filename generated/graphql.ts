@@ -37,7 +37,7 @@ export type User = {
 
 
 export type UserPostsArgs = {
-  first?: InputMaybe<Scalars['Int']['input']>;
+  first: Scalars['Int']['input'];
   after?: InputMaybe<Scalars['String']['input']>;
 };
 
@@ -56,7 +56,7 @@ export type Post = {
 
 
 export type PostCommentsArgs = {
-  first?: InputMaybe<Scalars['Int']['input']>;
+  first: Scalars['Int']['input'];
   after?: InputMaybe<Scalars['String']['input']>;
 };
 
@@ -122,7 +122,7 @@ export type QueryUserArgs = {
 
 
 export type QueryUsersArgs = {
-  first?: InputMaybe<Scalars['Int']['input']>;
+  first: Scalars['Int']['input'];
   after?: InputMaybe<Scalars['String']['input']>;
   role?: InputMaybe<Role>;
   active?: InputMaybe<Scalars['Boolean']['input']>;
@@ -135,7 +135,7 @@ export type QueryPostArgs = {
 
 
 export type QueryPostsArgs = {
-  first?: InputMaybe<Scalars['Int']['input']>;
+  first: Scalars['Int']['input'];
   after?: InputMaybe<Scalars['String']['input']>;
   status?: InputMaybe<PostStatus>;
   authorId?: InputMaybe<Scalars['ID']['input']>;
@@ -152,6 +152,7 @@ export type Mutation = {
   replacePost: Post;
   deletePost: Scalars['Boolean']['output'];
   createComment: Comment;
+  replaceComment: Comment;
   deleteComment: Scalars['Boolean']['output'];
 };
 
@@ -174,6 +175,12 @@ export type MutationDeletePostArgs = {
 
 export type MutationCreateCommentArgs = {
   postId: Scalars['ID']['input'];
+  input: CommentInput;
+};
+
+
+export type MutationReplaceCommentArgs = {
+  id: Scalars['ID']['input'];
   input: CommentInput;
 };
 
@@ -385,6 +392,7 @@ export type MutationResolvers<ContextType = GraphqlContext, ParentType extends R
   replacePost?: Resolver<ResolversTypes['Post'], ParentType, ContextType, RequireFields<MutationReplacePostArgs, 'id' | 'input'>>;
   deletePost?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType, RequireFields<MutationDeletePostArgs, 'id'>>;
   createComment?: Resolver<ResolversTypes['Comment'], ParentType, ContextType, RequireFields<MutationCreateCommentArgs, 'postId' | 'input'>>;
+  replaceComment?: Resolver<ResolversTypes['Comment'], ParentType, ContextType, RequireFields<MutationReplaceCommentArgs, 'id' | 'input'>>;
   deleteComment?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType, RequireFields<MutationDeleteCommentArgs, 'id'>>;
 };
 

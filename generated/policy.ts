@@ -718,6 +718,21 @@ export const policy: PolicyTable = {
       "resource": null,
       "deprecated": false
     },
+    "graphql:Mutation.replaceComment": {
+      "id": "graphql:Mutation.replaceComment",
+      "public": false,
+      "authenticated": false,
+      "scopes": [
+        "write:comments"
+      ],
+      "permission": "update_comment",
+      "resource": {
+        "type": "comment",
+        "param": "id",
+        "action": "update"
+      },
+      "deprecated": false
+    },
     "graphql:Mutation.deleteComment": {
       "id": "graphql:Mutation.deleteComment",
       "public": false,

@@ -45,7 +45,10 @@ export const sharedSchemas: readonly JsonSchema[] = [
                   "RATE_LIMITED",
                   "HEADERS_TOO_LARGE",
                   "INTERNAL",
-                  "UNAVAILABLE"
+                  "UNAVAILABLE",
+                  "QUERY_TOO_DEEP",
+                  "QUERY_TOO_COMPLEX",
+                  "PERSISTED_QUERY_NOT_FOUND"
                 ]
               },
               {
@@ -5619,7 +5622,7 @@ export const routes: readonly RouteDefinition[] = [
     "operationId": "getGraphqlSchema",
     "method": "GET",
     "path": "/v1/graphql",
-    "unversionedUrl": "/graphql",
+    "unversionedUrl": null,
     "tag": "Meta",
     "summary": "Get the GraphQL schema",
     "deprecated": false,

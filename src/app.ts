@@ -36,6 +36,8 @@ import { authenticate } from './pipeline/authenticate.js';
 import { AllowedMethods } from './rest/method-not-allowed.js';
 import { idempotencyHashKey } from './rest/idempotency.js';
 import { registerRest } from './rest/plugin.js';
+import { registerGraphql } from './graphql/plugin.js';
+import { TrustedDocuments } from './graphql/trusted-documents.js';
 import { representationTagger } from './rest/representation.js';
 import { sendRestError } from './rest/send-error.js';
 import type { RouteDefinition } from './rest/route-definition.js';
@@ -288,6 +290,19 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     limiter,
     operations,
     idempotencyHashKey: idempotencyHashKey(config.keyEncryptionSecret),
+  });
+  await registerGraphql(fastify, {
+    sdl: operations.graphqlSdl,
+    routes: restRoutes,
+    audit,
+    policy,
+    tokens,
+    subjects,
+    limiter,
+    operations,
+    limits: config.graphql.limits,
+    trustedDocuments: config.graphql.trustedDocuments === null ? null : TrustedDocuments.load(config.graphql.trustedDocuments),
+    introspectionPublic: config.graphql.introspectionPublic,
   });
   await registerOAuth(fastify, {
     db,

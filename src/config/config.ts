@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import type { GraphqlLimits } from '../limits/graphql-limits.js';
 import path from 'node:path';
 
 /**
@@ -60,6 +61,10 @@ export interface Config {
   };
   readonly graphql: {
     readonly introspectionPublic: boolean;
+    /** What one document may ask (src/limits/graphql-limits.ts). */
+    readonly limits: GraphqlLimits;
+    /** GRAPHQL_TRUSTED_DOCUMENTS: a JSON file of the only documents that run; null runs any document. */
+    readonly trustedDocuments: string | null;
   };
   readonly cors: {
     /** Exact origins (`scheme://host[:port]`) browser apps may call from; empty turns CORS off. */
@@ -292,6 +297,15 @@ export function loadConfig(env: Env = process.env): Config {
     },
     graphql: {
       introspectionPublic: readBool(env, 'GRAPHQL_INTROSPECTION_PUBLIC', false, problems),
+      limits: {
+        maxDepth: readInt(env, 'GRAPHQL_MAX_DEPTH', 8, 2, 64, problems),
+        maxCost: readInt(env, 'GRAPHQL_MAX_COST', 5000, 10, 1_000_000, problems),
+        maxAliases: readInt(env, 'GRAPHQL_MAX_ALIASES', 20, 0, 1000, problems),
+        maxTokens: readInt(env, 'GRAPHQL_MAX_TOKENS', 2000, 100, 100_000, problems),
+        maxDirectivesPerField: readInt(env, 'GRAPHQL_MAX_DIRECTIVES', 4, 0, 100, problems),
+        maxBatch: readInt(env, 'GRAPHQL_MAX_BATCH', 1, 1, 100, problems),
+      },
+      trustedDocuments: readString(env, 'GRAPHQL_TRUSTED_DOCUMENTS'),
     },
     cors: { origins: readOrigins(env, 'CORS_ORIGINS', problems) },
     developmentDefaults,

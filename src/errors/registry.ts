@@ -20,6 +20,9 @@ export const ERROR_CODES = {
   HEADERS_TOO_LARGE: { status: 431, message: 'The request headers are too large.' },
   INTERNAL: { status: 500, message: 'An internal error occurred.' },
   UNAVAILABLE: { status: 503, message: 'The service is temporarily unavailable.' },
+  QUERY_TOO_DEEP: { status: 400, message: 'The GraphQL document is nested too deeply.' },
+  QUERY_TOO_COMPLEX: { status: 400, message: 'The GraphQL document asks for too much.' },
+  PERSISTED_QUERY_NOT_FOUND: { status: 400, message: 'The document is not one of the trusted documents.' },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -1,5 +1,7 @@
 import type { Principal } from '../policy/principal.js';
 import type { ResourceLoaders } from '../resources/loaders.js';
+import type { GraphqlExchange } from './graphql-exchange.js';
+import type { GraphqlDeps } from './graphql-deps.js';
 
 /** What every GraphQL resolver receives: the request's principal, decided by the same policy layer as REST. */
 export interface GraphqlContext {
@@ -7,4 +9,7 @@ export interface GraphqlContext {
   requestId: string;
   /** The request's batched resource loaders, the ones REST expansions read through (no N+1). */
   loaders: ResourceLoaders;
+  /** The request as the pipeline saw it (authentication, rate limit); each root field decides from a copy. */
+  exchange: GraphqlExchange;
+  deps: GraphqlDeps;
 }

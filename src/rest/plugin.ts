@@ -80,7 +80,8 @@ export async function registerRest(app: FastifyInstance, deps: RestDeps): Promis
     for (const route of deps.routes) {
       requestValidator(route); // compiled now, not on the first request
       const handle = operationRunner(route, deps);
-      for (const url of [route.path.replace(/\{([^}]+)\}/g, ':$1'), route.unversionedUrl]) {
+      const versioned = route.path.replace(/\{([^}]+)\}/g, ':$1');
+      for (const url of route.unversionedUrl === null ? [versioned] : [versioned, route.unversionedUrl]) {
         scope.route({ method: route.method, url, schema: { response: route.schema.response }, config: { route }, handler: handle });
       }
     }

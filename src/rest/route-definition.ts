@@ -12,8 +12,11 @@ export interface RouteDefinition {
   method: HttpMethod;
   /** The contract's path, e.g. `/v1/users/{userId}`. */
   path: string;
-  /** The same path without its version prefix, in Fastify's syntax, e.g. `/users/:userId`. */
-  unversionedUrl: string;
+  /**
+   * The same path without its version prefix, in Fastify's syntax, e.g. `/users/:userId`; null when that
+   * path belongs to another API (`/graphql`).
+   */
+  unversionedUrl: string | null;
   tag: string;
   summary: string;
   deprecated: boolean;

@@ -16,7 +16,8 @@ describe('gateway policy export', () => {
       expect(entry).toEqual({
         operationId: route.operationId,
         method: route.method,
-        paths: [route.path, route.path.replace(/^\/v1/, '')],
+        // `/graphql` is the GraphQL endpoint's: the SDL is at `/v1/graphql` only.
+        paths: route.path === '/v1/graphql' ? [route.path] : [route.path, route.path.replace(/^\/v1/, '')],
         authenticated: !access.public,
         scopes: access.scopes,
       });
