@@ -52,6 +52,8 @@ export type Post = {
   createdAt: Scalars['DateTime']['output'];
   updatedAt: Scalars['DateTime']['output'];
   comments: CommentConnection;
+  /** The comments the caller may read (all of a post they may read). */
+  commentCount: Scalars['Int']['output'];
 };
 
 
@@ -346,6 +348,7 @@ export type PostResolvers<ContextType = GraphqlContext, ParentType extends Resol
   createdAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
   updatedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
   comments?: Resolver<ResolversTypes['CommentConnection'], ParentType, ContextType, RequireFields<PostCommentsArgs, 'first'>>;
+  commentCount?: Resolver<ResolversTypes['Int'], ParentType, ContextType>;
 };
 
 export type CommentResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['Comment'] = ResolversParentTypes['Comment']> = {

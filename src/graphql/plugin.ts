@@ -10,6 +10,7 @@ import { recordDecision } from '../pipeline/record-decision.js';
 import { authorizeOperation, identify, limit, limitAddress } from '../pipeline/stages.js';
 import { ANONYMOUS } from '../policy/principal.js';
 import type { OperationAccess } from '../policy/table.js';
+import { ReadableCounts } from '../resources/counts.js';
 import { ResourceLoaders } from '../resources/loaders.js';
 import { fromFastifyError } from '../rest/error-response.js';
 import { parseJsonBody } from '../rest/json-body.js';
@@ -119,6 +120,7 @@ export async function registerGraphql(app: FastifyInstance, pluginDeps: GraphqlP
         principal: ex.principal,
         requestId: ex.requestId,
         loaders: new ResourceLoaders(deps.operations),
+        counts: new ReadableCounts(deps.operations, ex.principal),
         exchange: ex,
         deps,
       };

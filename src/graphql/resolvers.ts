@@ -136,7 +136,11 @@ const User: Pick<Required<UserResolvers>, 'posts'> = {
   },
 };
 
-const Post: Pick<Required<PostResolvers>, 'author' | 'comments'> = {
+const Post: Pick<Required<PostResolvers>, 'author' | 'comments' | 'commentCount'> = {
+  async commentCount(parent, _args, ctx) {
+    checkTypeAccess(ctx, 'Comment');
+    return ctx.counts.count('comment', 'postId', String((parent as unknown as View).id));
+  },
   async author(parent, _args, ctx) {
     const row = await ctx.loaders.load('user', String((parent as unknown as View).authorId));
     return users.viewOf(await readableObject(ctx, 'User', row)) as never;

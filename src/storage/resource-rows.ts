@@ -81,6 +81,21 @@ export async function updateRow(db: Kysely<Database>, table: ResourceTable, id: 
   await builder(db).updateTable(table.name).set(changes).where('id', '=', id).execute();
 }
 
+/**
+ * How many rows matching every condition hold each of `values` in `field` (the children of each parent):
+ * one grouped statement; a value with none is absent from the map.
+ */
+export async function countRowsWhereIn(db: Kysely<Database>, table: ResourceTable, field: string, values: readonly string[], where: Where[]): Promise<Map<string, number>> {
+  if (values.length === 0) return new Map();
+  const rows = (await builder(db)
+    .selectFrom(table.name)
+    .select((eb) => [eb.ref(field).as('parent'), eb.fn.countAll().as('count')])
+    .where((eb) => eb.and([eb(field, 'in', values), ...where.map((condition) => condition(eb))]))
+    .groupBy(field)
+    .execute()) as { parent: unknown; count: unknown }[];
+  return new Map(rows.map((row) => [String(row.parent), Number(row.count)]));
+}
+
 /** Ids of the rows whose `field` holds one of `values` (the children of those parents). */
 export async function selectIdsWhereIn(db: Kysely<Database>, table: ResourceTable, field: string, values: readonly string[]): Promise<string[]> {
   if (values.length === 0) return [];

@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp, type TestUser } from '../helpers/app.js';
 import { createComment, createPost, type PostView } from '../access/support.js';
+import { DATABASE_KINDS } from '../helpers/databases.js';
 
 const GQL = 'application/graphql-response+json; charset=utf-8';
 
-describe('POST /graphql (sqlite)', () => {
+describe.each(DATABASE_KINDS)('POST /graphql on %s', (kind) => {
   let t: TestApp;
   let author: TestUser;
   let member: TestUser;
@@ -14,7 +15,7 @@ describe('POST /graphql (sqlite)', () => {
   let draft: PostView;
 
   beforeAll(async () => {
-    t = await startTestApp('sqlite', { RATE_LIMIT_MAX: '1000000', RATE_LIMIT_ANONYMOUS_MAX: '1000000', RATE_LIMIT_ADDRESS_MAX: '1000000' });
+    t = await startTestApp(kind, { RATE_LIMIT_MAX: '1000000', RATE_LIMIT_ANONYMOUS_MAX: '1000000', RATE_LIMIT_ADDRESS_MAX: '1000000' });
     author = await t.createUser('member');
     member = await t.createUser('member');
     authorToken = await author.token();

@@ -63,8 +63,15 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-/** `api`: serve this instead of the generated contract (a test that adds a resource type). */
-export async function startTestApp(kind: 'sqlite' | 'postgres', env: Record<string, string> = {}, options: { api?: ServedApi } = {}): Promise<TestApp> {
+/**
+ * `api`: serve this instead of the generated contract (a test that adds a resource type). `wrapDb`: what
+ * the app is given instead of the test database's handle (one with a statement log, say).
+ */
+export async function startTestApp(
+  kind: 'sqlite' | 'postgres',
+  env: Record<string, string> = {},
+  options: { api?: ServedApi; wrapDb?: (db: TestDatabase['db']) => TestDatabase['db'] } = {},
+): Promise<TestApp> {
   const database = await createTestDatabase(kind);
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'portcullis-test-'));
   const config = configFrom({
@@ -77,7 +84,7 @@ export async function startTestApp(kind: 'sqlite' | 'postgres', env: Record<stri
     KEY_ENCRYPTION_SECRET: 'test-key-encryption-secret-0123456789abcdef',
     ...env,
   });
-  const app = await buildApp(config, { db: database.db, api: options.api });
+  const app = await buildApp(config, { db: options.wrapDb ? options.wrapDb(database.db) : database.db, api: options.api });
   const adminClient = await letAdminClientSignUsersIn(database, options.api?.policy ?? policy);
 
   const request: TestApp['request'] = async ({ method = 'GET', url, token, headers = {}, body, payload }) => {
