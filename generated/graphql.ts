@@ -191,9 +191,19 @@ export type MutationDeleteCommentArgs = {
   id: Scalars['ID']['input'];
 };
 
+/** Served over WebSocket (graphql-ws) at /graphql; each event reaches only subscribers who may read it. */
 export type Subscription = {
   __typename?: 'Subscription';
+  /** A post became published (created published, or a draft published). */
   postPublished: Post;
+  /** A comment was added to the post, which the subscriber must be able to read. */
+  commentAdded: Comment;
+};
+
+
+/** Served over WebSocket (graphql-ws) at /graphql; each event reaches only subscribers who may read it. */
+export type SubscriptionCommentAddedArgs = {
+  postId: Scalars['ID']['input'];
 };
 
 
@@ -401,6 +411,7 @@ export type MutationResolvers<ContextType = GraphqlContext, ParentType extends R
 
 export type SubscriptionResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['Subscription'] = ResolversParentTypes['Subscription']> = {
   postPublished?: SubscriptionResolver<ResolversTypes['Post'], "postPublished", ParentType, ContextType>;
+  commentAdded?: SubscriptionResolver<ResolversTypes['Comment'], "commentAdded", ParentType, ContextType, RequireFields<SubscriptionCommentAddedArgs, 'postId'>>;
 };
 
 export type Resolvers<ContextType = GraphqlContext> = {

@@ -758,6 +758,17 @@ export const policy: PolicyTable = {
       "permission": "read_post",
       "resource": null,
       "deprecated": false
+    },
+    "graphql:Subscription.commentAdded": {
+      "id": "graphql:Subscription.commentAdded",
+      "public": false,
+      "authenticated": false,
+      "scopes": [
+        "read:comments"
+      ],
+      "permission": "read_comment",
+      "resource": null,
+      "deprecated": false
     }
   },
   "graphqlTypes": {

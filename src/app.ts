@@ -38,6 +38,7 @@ import { idempotencyHashKey } from './rest/idempotency.js';
 import { registerRest } from './rest/plugin.js';
 import { registerGraphql } from './graphql/plugin.js';
 import { TrustedDocuments } from './graphql/trusted-documents.js';
+import { InProcessEventBus } from './graphql/subscriptions/event-bus.js';
 import { representationTagger } from './rest/representation.js';
 import { sendRestError } from './rest/send-error.js';
 import type { RouteDefinition } from './rest/route-definition.js';
@@ -241,7 +242,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
 
   const published = JSON.parse(fs.readFileSync(PUBLISHED_SPEC, 'utf8')) as Record<string, unknown>;
   published.servers = [{ url: config.issuer, description: 'This server' }];
+  // Resource events for GraphQL subscribers on this instance.
+  const events = new InProcessEventBus();
   const operations: OperationDeps = {
+    events,
     db: db.kysely,
     sqlite: db.sqlite,
     policy,
@@ -261,7 +265,11 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   if (cors) fastify.addHook('onSend', cors.onSend);
   // Set when the request arrives, so every response carries them, errors included.
   const allowedMethods = new AllowedMethods();
-  fastify.addHook('onRoute', (route) => allowedMethods.add(route.method, route.url));
+  fastify.addHook('onRoute', (route) => {
+    // A route that serves only a WebSocket upgrade (GET /graphql) is not a method to offer in `Allow`.
+    if (route.config?.upgradeOnly) return;
+    allowedMethods.add(route.method, route.url);
+  });
   fastify.addHook('onRequest', (request, reply, done) => {
     setCommonHeaders(request.id, reply, security);
     // RFC 9112 §3.2: an HTTP/1.1 request without Host, or with two, is a 400 — answered here, in the API's
@@ -303,6 +311,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     limits: config.graphql.limits,
     trustedDocuments: config.graphql.trustedDocuments === null ? null : TrustedDocuments.load(config.graphql.trustedDocuments),
     introspectionPublic: config.graphql.introspectionPublic,
+    events,
+    maxMessageBytes: config.http.bodyLimit,
   });
   await registerOAuth(fastify, {
     db,

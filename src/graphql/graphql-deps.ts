@@ -2,6 +2,7 @@ import type { AuditLog } from '../audit/audit-log.js';
 import type { GraphqlLimits } from '../limits/graphql-limits.js';
 import type { OperationAccess } from '../policy/table.js';
 import type { PipelineDeps } from '../pipeline/stages.js';
+import type { EventBus } from './subscriptions/event-bus.js';
 import type { TrustedDocuments } from './trusted-documents.js';
 
 /** What the GraphQL adapter needs beside the pipeline's stages. */
@@ -14,6 +15,8 @@ export interface GraphqlDeps extends PipelineDeps {
   introspectionPublic: boolean;
   /** `Type.field` -> the root field's access rule, with the resource its REST twin checks when it names none. */
   rootFields: ReadonlyMap<string, OperationAccess>;
+  /** Resource events for subscriptions. */
+  events: EventBus;
   /** A REST operation's request-body schema (mutations validate their input with it). */
   bodySchemaOf(operationId: string): object | null;
 }

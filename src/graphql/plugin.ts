@@ -1,5 +1,6 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod, RouteOptions } from 'fastify';
 import { getOperationAST, GraphQLError, Kind, type DocumentNode, type OperationDefinitionNode, type SelectionSetNode } from 'graphql';
+import fastifyWebsocket from '@fastify/websocket';
 import mercurius from 'mercurius';
 import { ApiError, ERROR_CODES } from '../errors/registry.js';
 import { toApiError } from '../errors/rest-renderer.js';
@@ -19,9 +20,13 @@ import type { GraphqlContext } from './context.js';
 import type { GraphqlDeps } from './graphql-deps.js';
 import type { GraphqlExchange } from './graphql-exchange.js';
 import { resolvers } from './resolvers.js';
+import { subscriptionHandler } from './subscriptions/websocket.js';
 import { PersistedQueryNotFoundError } from './trusted-documents.js';
+import { fieldError, requestError, type GraphqlErrorBody } from './errors.js';
 
 export interface GraphqlPluginDeps extends Omit<GraphqlDeps, 'rootFields' | 'bodySchemaOf'> {
+  /** Largest WebSocket message accepted (BODY_LIMIT, as for a POST body). */
+  maxMessageBytes: number;
   /** The served schema (schema.graphql). */
   sdl: string;
   /** The REST routes: a mutation validates its input with its REST twin's body schema. */
@@ -30,18 +35,25 @@ export interface GraphqlPluginDeps extends Omit<GraphqlDeps, 'rootFields' | 'bod
 
 export const GRAPHQL_PATH = '/graphql';
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The route serves only a WebSocket upgrade; its method is not offered in `Allow`. */
+    upgradeOnly?: boolean;
+  }
+}
+
 /** The GraphQL-over-HTTP media type; `application/json` is answered for clients that ask for it (or anything). */
 const GRAPHQL_RESPONSE = 'application/graphql-response+json';
 
 /** The pipeline's access stages that run once per request; each root field is then authorized on its own. */
-const REQUEST_STAGES: readonly Stage<GraphqlExchange, GraphqlDeps>[] = [
+export const REQUEST_STAGES: readonly Stage<GraphqlExchange, GraphqlDeps>[] = [
   { name: 'limit-address', run: limitAddress },
   { name: 'authenticate', run: identify },
   { name: 'rate-limit', run: limit },
 ];
 
 /** The REST operation a root field runs, for the resource it checks when its own `@auth` names none. */
-const REST_TWINS: Readonly<Record<string, string>> = { 'Mutation.createComment': 'createComment' };
+const REST_TWINS: Readonly<Record<string, string>> = { 'Mutation.createComment': 'createComment', 'Subscription.commentAdded': 'listPostComments' };
 
 /**
  * `POST /graphql`, executed by Mercurius on the same pipeline as REST:
@@ -61,9 +73,10 @@ export async function registerGraphql(app: FastifyInstance, pluginDeps: GraphqlP
   const introspectionAccess: OperationAccess = deps.introspectionPublic ? { ...introspection, public: true } : introspection;
 
   await app.register(async (scope) => {
+    const { Subscription, ...executed } = resolvers;
     await scope.register(mercurius, {
       schema: pluginDeps.sdl,
-      resolvers: resolvers as never,
+      resolvers: executed as never,
       routes: false,
       graphiql: false,
       allowBatchedQueries: false,
@@ -71,6 +84,30 @@ export async function registerGraphql(app: FastifyInstance, pluginDeps: GraphqlP
       errorFormatter: (execution) => ({ statusCode: 200, response: execution }),
     });
     const schema = scope.graphql.schema;
+    // Mercurius attaches subscription resolvers only when its own subscription server is on; graphql-ws
+    // serves them here, from the same schema object.
+    const subscriptionFields = schema.getSubscriptionType()?.getFields() ?? {};
+    for (const [name, field] of Object.entries(Subscription ?? {})) {
+      const target = subscriptionFields[name];
+      if (!target) throw new Error(`schema.graphql has no Subscription.${name}`);
+      const { subscribe, resolve } = field as { subscribe: unknown; resolve: unknown };
+      Object.assign(target, { subscribe, resolve });
+    }
+
+    // Subscriptions: graphql-ws on the WebSocket upgrade of GET /graphql; a plain GET is 405.
+    await scope.register(fastifyWebsocket, { options: { maxPayload: pluginDeps.maxMessageBytes } });
+    const subscriptions = subscriptionHandler({ schema, deps, requestStages: REQUEST_STAGES, openExchange });
+    scope.addHook('onClose', async () => subscriptions.close());
+    const plainGet: RouteHandlerMethod = async (request, reply) =>
+      sendFailure(reply, responseType(request), new ApiError('METHOD_NOT_ALLOWED', 'GET is not allowed here; use POST (subscriptions: a WebSocket upgrade).', { headers: { allow: 'POST' } }), null);
+    scope.route({
+      method: 'GET',
+      url: GRAPHQL_PATH,
+      // Not a method of this path for `Allow`: only its upgrade is served.
+      config: { upgradeOnly: true },
+      handler: plainGet,
+      wsHandler: subscriptions.handler,
+    } as RouteOptions);
 
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJsonBody);
@@ -259,46 +296,9 @@ function rootFields(document: DocumentNode, operation: OperationDefinitionNode):
   return { names, introspection };
 }
 
-interface GraphqlErrorBody {
-  message: string;
-  locations?: readonly { line: number; column: number }[];
-  path?: readonly (string | number)[];
-  extensions: { code: string; details?: { path: string; message: string }[] };
-}
-
 interface ExecutionBody {
   data: unknown;
   errors?: GraphqlErrorBody[];
-}
-
-/** graphql-js words some validation errors with a guess at what was meant; those guesses leak the schema. */
-function withoutSuggestions(message: string): string {
-  return message.replace(/ ?Did you mean [^?]*\?/g, '');
-}
-
-/** A syntax, validation or variable error: VALIDATION_FAILED, the message without suggestions. */
-function requestError(error: unknown): GraphqlErrorBody {
-  const e = error as { message?: string; locations?: readonly { line: number; column: number }[] };
-  const body: GraphqlErrorBody = { message: withoutSuggestions(String(e.message ?? 'The document is not valid.')), extensions: { code: 'VALIDATION_FAILED' } };
-  if (e.locations && e.locations.length > 0) body.locations = e.locations.map(({ line, column }) => ({ line, column }));
-  return body;
-}
-
-/** A field's error from execution: the registry's code and message, or INTERNAL with nothing of its cause. */
-function fieldError(error: GraphQLError, log: FastifyRequest['log']): GraphqlErrorBody {
-  const original = error.originalError;
-  let body: GraphqlErrorBody;
-  if (original === undefined || original === null || original instanceof GraphQLError) {
-    body = { message: withoutSuggestions(error.message), extensions: { code: 'VALIDATION_FAILED' } };
-  } else {
-    const api = toApiError(original);
-    if (api.status >= 500) log.error({ err: original }, 'graphql field failed');
-    body = { message: api.message, extensions: { code: api.code } };
-    if (api.details && api.details.length > 0) body.extensions.details = api.details;
-  }
-  if (error.locations) body.locations = error.locations.map(({ line, column }) => ({ line, column }));
-  if (error.path) body.path = error.path;
-  return body;
 }
 
 function statusOf(error: GraphqlErrorBody): number {
@@ -306,13 +306,13 @@ function statusOf(error: GraphqlErrorBody): number {
 }
 
 /** The request as the pipeline's exchange; each root field is decided on a copy of it. */
-function openExchange(request: FastifyRequest): GraphqlExchange {
+function openExchange(request: FastifyRequest, authorization: string | undefined = request.headers.authorization): GraphqlExchange {
   return {
     interface: 'graphql',
     operationId: 'graphql',
     access: NO_ACCESS,
     resourceId: undefined,
-    credentials: { authorization: request.headers.authorization, tokenInQuery: 'access_token' in (request.query as Record<string, unknown>) },
+    credentials: { authorization, tokenInQuery: 'access_token' in (request.query as Record<string, unknown>) },
     requestId: request.id,
     sourceAddress: request.ip,
     principal: ANONYMOUS,

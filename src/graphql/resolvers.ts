@@ -4,6 +4,7 @@ import type {
   PostResolvers,
   QueryResolvers,
   Resolvers,
+  SubscriptionResolvers,
   UserResolvers,
 } from '../../generated/graphql.js';
 import type { OperationId } from '../../generated/routes.js';
@@ -12,6 +13,7 @@ import { handlers } from '../operations/index.js';
 import type { OperationContext, OperationInput } from '../operations/types.js';
 import type { ResourceRow } from '../policy/resource-rule.js';
 import { posts } from '../resources/posts.js';
+import { ResourceLoaders } from '../resources/loaders.js';
 import { users } from '../resources/users.js';
 import { callerId } from '../operations/subject.js';
 import type { GraphqlContext } from './context.js';
@@ -162,4 +164,72 @@ const Comment: Pick<Required<CommentResolvers>, 'post' | 'author'> = {
   },
 };
 
-export const resolvers: Resolvers = { Query, Mutation, User, Post, Comment };
+/**
+ * The events of a topic the subscriber may read, checked one by one when they happen: the type's scope, then
+ * its read rule against the resource as it is then (fresh loaders per event: a post's visibility may have
+ * changed since the last one).
+ */
+function readable(
+  ctx: GraphqlContext,
+  typeName: 'Post' | 'Comment',
+  events: AsyncIterableIterator<Readonly<Record<string, unknown>>>,
+  wanted: (event: Readonly<Record<string, unknown>>) => boolean = () => true,
+): AsyncIterableIterator<Readonly<Record<string, unknown>>> {
+  const filtered = readableEvents(ctx, typeName, events, wanted);
+  // An async generator waiting for the next event cannot be returned until one comes: ending the source
+  // first lets a subscription that ends between events let go of its listener at once.
+  const iterator: AsyncIterableIterator<Readonly<Record<string, unknown>>> = {
+    next: () => filtered.next(),
+    return: async () => {
+      await events.return?.();
+      return filtered.return(undefined);
+    },
+    throw: (error: unknown) => filtered.throw(error),
+    [Symbol.asyncIterator]: () => iterator,
+  };
+  return iterator;
+}
+
+async function* readableEvents(
+  ctx: GraphqlContext,
+  typeName: 'Post' | 'Comment',
+  events: AsyncIterableIterator<Readonly<Record<string, unknown>>>,
+  wanted: (event: Readonly<Record<string, unknown>>) => boolean,
+) {
+  try {
+    for await (const event of events) {
+      if (!wanted(event)) continue;
+      const check: GraphqlContext = { ...ctx, loaders: new ResourceLoaders(ctx.deps.operations) };
+      const allowed = await readableObject(check, typeName, event as ResourceRow).then(
+        () => true,
+        (error: unknown) => {
+          if (error instanceof ApiError) return false;
+          throw error;
+        },
+      );
+      if (allowed) yield event;
+    }
+  } finally {
+    await events.return?.();
+  }
+}
+
+const Subscription: Required<SubscriptionResolvers> = {
+  postPublished: {
+    async subscribe(_parent, args, ctx) {
+      await decideRootField(ctx, 'Subscription.postPublished', args);
+      return readable(ctx, 'Post', ctx.deps.events.subscribe('postPublished')) as never;
+    },
+    resolve: (event: unknown) => event as never,
+  },
+  commentAdded: {
+    async subscribe(_parent, args, ctx) {
+      // The post is loaded and its read rule checked, as for GET /v1/posts/{postId}/comments.
+      await decideRootField(ctx, 'Subscription.commentAdded', args);
+      return readable(ctx, 'Comment', ctx.deps.events.subscribe('commentAdded'), (comment) => comment.postId === args.postId) as never;
+    },
+    resolve: (event: unknown) => event as never,
+  },
+};
+
+export const resolvers: Resolvers = { Query, Mutation, Subscription, User, Post, Comment };

@@ -30,6 +30,7 @@ export const createPost: Handler<'createPost'> = async ({ body }, { principal, d
   // The author is the caller, never a field of the body (no mass assignment).
   const post: PostView = { id: newId(), authorId: callerId(principal), title: body.title, body: body.body, status: body.status ?? 'draft', createdAt: now, updatedAt: now };
   await insertRow(deps.db, posts.table, post);
+  if (post.status === 'published') deps.events.publish('postPublished', post);
   return { status: 201, body: post, headers: { location: `/v1/posts/${post.id}` } };
 };
 
@@ -37,7 +38,9 @@ export const replacePost: Handler<'replacePost'> = async ({ body }, { resource, 
   const current = posts.viewOf(resource!);
   const next = { title: body.title, body: body.body, status: body.status, updatedAt: nowIso() };
   await updateRow(deps.db, posts.table, current.id, next);
-  return { status: 200, body: { ...current, ...next } };
+  const replaced = { ...current, ...next };
+  if (current.status !== 'published' && replaced.status === 'published') deps.events.publish('postPublished', replaced);
+  return { status: 200, body: replaced };
 };
 
 export const deletePost: Handler<'deletePost'> = async (_input, { resource, deps }) => {

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import type { EventPublisher } from '../graphql/subscriptions/event-bus.js';
 import type { operations } from '../../generated/openapi.js';
 import type { OperationId } from '../../generated/routes.js';
 import type { Principal } from '../policy/principal.js';
@@ -22,6 +23,8 @@ export interface OperationDeps {
   graphqlSdl: string;
   /** ACCESS_TOKEN_TTL: the access-token lifetime of a client registered without one. */
   defaultAccessTokenTtl: number;
+  /** Where committed changes are announced to GraphQL subscribers (posts published, comments added). */
+  events: EventPublisher;
   /** Called after a user or client changes in a way that must end cached sessions at once. */
   invalidateSubject(subject: string): void;
 }

@@ -1,3 +1,4 @@
+import { InProcessEventBus } from '../../src/graphql/subscriptions/event-bus.js';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { policy } from '../../generated/policy.js';
 import { configFrom } from '../../src/config/config.js';
@@ -32,7 +33,8 @@ describe.each(DATABASE_KINDS)('the transport-neutral access pipeline on %s', (ki
     t = await startAccessApp(kind);
     const db = t.database.db;
     const config = configFrom({ DATA_DIR: t.dataDir, ISSUER: 'http://127.0.0.1:3000', KEY_ENCRYPTION_SECRET: 'test-key-encryption-secret-0123456789abcdef' });
-    const operations: OperationDeps = { db: db.kysely, sqlite: db.sqlite, policy, resources, publishedSpec: '{}', graphqlSdl: '', defaultAccessTokenTtl: 600, invalidateSubject: () => {} };
+    const operations: OperationDeps = { db: db.kysely, sqlite: db.sqlite, policy, resources, publishedSpec: '{}', graphqlSdl: '', events: new InProcessEventBus(),
+      defaultAccessTokenTtl: 600, invalidateSubject: () => {} };
     deps = { policy, tokens: t.app.tokens, subjects: new SubjectDirectory(db.kysely), limiter: new RateLimiter(config.rateLimit), operations };
     author = await t.createUser('member');
     other = await t.createUser('member');

@@ -1,3 +1,4 @@
+import { InProcessEventBus } from '../../../src/graphql/subscriptions/event-bus.js';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { policy } from '../../../generated/policy.js';
@@ -209,7 +210,8 @@ describe.each(DATABASE_KINDS)('grants racing revocations on %s', (kind) => {
       token: { jti: newId(), format: 'jwt', grantType: 'authorization_code', issuedAt: 0, expiresAt: 0 },
     };
     const resource = await app.db.kysely.selectFrom('users').selectAll().where('id', '=', user.id).executeTakeFirstOrThrow();
-    const deps = { db: app.db.kysely, sqlite: null, policy, resources, publishedSpec: '', graphqlSdl: '', defaultAccessTokenTtl: 600, invalidateSubject: (id: string) => app.oauth.tokens.evictSubject(id) };
+    const deps = { db: app.db.kysely, sqlite: null, policy, resources, publishedSpec: '', graphqlSdl: '', events: new InProcessEventBus(),
+      defaultAccessTokenTtl: 600, invalidateSubject: (id: string) => app.oauth.tokens.evictSubject(id) };
     await handlers.replaceUser(
       { params: { userId: user.id }, query: {}, body: { email: user.email, name: user.name, role: user.role, active } } as never,
       { principal: admin, resource: resource as never, deps, loaders: new ResourceLoaders({ ...deps }) },

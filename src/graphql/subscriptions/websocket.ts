@@ -1,0 +1,177 @@
+import type { FastifyRequest } from 'fastify';
+import type { WebSocket } from '@fastify/websocket';
+import { getOperationAST, GraphQLError, specifiedRules, validate, type ExecutionArgs, type GraphQLSchema } from 'graphql';
+import { makeHandler } from 'graphql-ws/use/@fastify/websocket';
+import { ApiError } from '../../errors/registry.js';
+import { checkDocumentLimits, LimitExceededError, parseWithinLimits } from '../../limits/graphql-limits.js';
+import { authenticate } from '../../pipeline/authenticate.js';
+import { runStages, type Stage } from '../../pipeline/pipeline.js';
+import { recordDecision } from '../../pipeline/record-decision.js';
+import { limit } from '../../pipeline/stages.js';
+import { ReadableCounts } from '../../resources/counts.js';
+import { ResourceLoaders } from '../../resources/loaders.js';
+import type { GraphqlContext } from '../context.js';
+import { fieldError, withoutSuggestions } from '../errors.js';
+import type { GraphqlDeps } from '../graphql-deps.js';
+import type { GraphqlExchange } from '../graphql-exchange.js';
+import { PersistedQueryNotFoundError } from '../trusted-documents.js';
+
+/** Close code of graphql-ws for a refused connection: no token, a bad one, or one that stopped being valid. */
+export const FORBIDDEN_CLOSE = 4403;
+/** Close code when the connection's rate limit is spent at connection time (retry later). */
+export const RATE_LIMITED_CLOSE = 4429;
+
+/** Subscriptions one connection may hold open at once. */
+export const MAX_SUBSCRIPTIONS_PER_CONNECTION = 10;
+/** How often open connections' tokens are checked again (expiry, revocation, a deactivated user). */
+export const RECHECK_INTERVAL_MS = 1000;
+/** Time for the client's connection_init after the upgrade; then the socket is closed (graphql-ws 4408). */
+const CONNECTION_INIT_TIMEOUT_MS = 3000;
+
+interface Connection {
+  exchange: GraphqlExchange;
+  socket: WebSocket;
+  subscriptions: number;
+}
+
+export interface SubscriptionServerOptions {
+  schema: GraphQLSchema;
+  deps: GraphqlDeps;
+  /** The pipeline's per-request stages (address limit, authentication, rate limit), as POST runs them. */
+  requestStages: readonly Stage<GraphqlExchange, GraphqlDeps>[];
+  /** The request as the pipeline's exchange (the same as for POST /graphql). */
+  openExchange(request: FastifyRequest, authorization: string | undefined): GraphqlExchange;
+}
+
+/**
+ * Subscriptions over WebSocket with graphql-ws's own server (the graphql-transport-ws protocol, its close
+ * codes) on the Fastify instance's `/graphql`, executing the same schema as POST:
+ *
+ * - The bearer token travels in `connection_init`'s payload (`{ "authorization": "Bearer ..." }`, or
+ *   `{ "token": "..." }`), checked by the pipeline's authentication; none, or a bad one, closes with 4403.
+ * - Each subscription document is held to the same limits as POST (and the trusted documents, when on);
+ *   only subscription operations run here (queries and mutations: POST).
+ * - The root field is authorized like any other (audited, interface `graphql`); each event is delivered
+ *   only if the subscriber may read it then (resolvers.ts).
+ * - Every RECHECK_INTERVAL_MS the open connections' tokens are authenticated again: an expired or revoked
+ *   token, or a deactivated user, closes the socket with 4403.
+ */
+export function subscriptionHandler(options: SubscriptionServerOptions) {
+  const { schema, deps } = options;
+  const connections = new Map<WebSocket, Connection>();
+
+  const recheck = setInterval(() => {
+    for (const connection of connections.values()) {
+      void stillAuthenticated(connection).then((valid) => {
+        if (!valid) close(connection.socket, FORBIDDEN_CLOSE, 'Forbidden');
+      });
+    }
+  }, RECHECK_INTERVAL_MS);
+  recheck.unref();
+
+  async function stillAuthenticated(connection: Connection): Promise<boolean> {
+    try {
+      const principal = await authenticate(connection.exchange.credentials, deps);
+      const held = connection.exchange.principal;
+      return principal.kind !== 'anonymous' && held.kind !== 'anonymous' && principal.subject === held.subject;
+    } catch {
+      return false;
+    }
+  }
+
+  const handler = makeHandler<Record<string, unknown>>(
+    {
+      schema,
+      connectionInitWaitTimeout: CONNECTION_INIT_TIMEOUT_MS,
+      async onConnect(ctx) {
+        const { socket, request } = ctx.extra;
+        const params = ctx.connectionParams ?? {};
+        const authorization =
+          typeof params.authorization === 'string' ? params.authorization : typeof params.token === 'string' ? `Bearer ${params.token}` : undefined;
+        if (authorization === undefined) return false;
+        const exchange = options.openExchange(request, authorization);
+        try {
+          const pending = runStages(options.requestStages, exchange, deps);
+          if (pending) await pending;
+        } catch (error) {
+          if (exchange.decision) recordDecision(exchange, deps.audit);
+          if (error instanceof ApiError && error.code === 'RATE_LIMITED') close(socket, RATE_LIMITED_CLOSE, 'Too many requests');
+          return false;
+        }
+        if (exchange.principal.kind === 'anonymous') return false;
+        connections.set(socket, { exchange, socket, subscriptions: 0 });
+        return true;
+      },
+      onClose(ctx) {
+        connections.delete(ctx.extra.socket);
+      },
+      async onSubscribe(ctx, _id, payload): Promise<ExecutionArgs | readonly GraphQLError[]> {
+        const connection = connections.get(ctx.extra.socket);
+        if (!connection) return [refusal('UNAUTHENTICATED', 'Authentication is required.')];
+        if (connection.subscriptions >= MAX_SUBSCRIPTIONS_PER_CONNECTION) {
+          return [refusal('QUERY_TOO_COMPLEX', `At most ${MAX_SUBSCRIPTIONS_PER_CONNECTION} subscriptions per connection.`)];
+        }
+        try {
+          // Each subscription is a request against the caller's budget, as a POST would be.
+          await limit(connection.exchange, deps);
+          const source = deps.trustedDocuments ? deps.trustedDocuments.resolve(payload.query, payload.extensions) : payload.query;
+          const document = parseWithinLimits(source, deps.limits);
+          checkDocumentLimits(schema, document, payload.operationName, payload.variables, deps.limits);
+          const operation = getOperationAST(document, payload.operationName);
+          if (!operation) return [refusal('VALIDATION_FAILED', 'The document must name the operation to run (`operationName`).')];
+          if (operation.operation !== 'subscription') return [refusal('VALIDATION_FAILED', 'Only subscriptions run over WebSocket; send queries and mutations with POST.')];
+          const invalid = validate(schema, document, specifiedRules);
+          if (invalid.length > 0) return invalid.map((error) => refusal('VALIDATION_FAILED', withoutSuggestions(error.message)));
+          connection.subscriptions++;
+          const contextValue: GraphqlContext = {
+            principal: connection.exchange.principal,
+            requestId: connection.exchange.requestId,
+            loaders: new ResourceLoaders(deps.operations),
+            counts: new ReadableCounts(deps.operations, connection.exchange.principal),
+            exchange: connection.exchange,
+            deps,
+          };
+          return { schema, document, operationName: payload.operationName, variableValues: payload.variables, contextValue };
+        } catch (error) {
+          if (error instanceof LimitExceededError || error instanceof PersistedQueryNotFoundError) return [refusal(error.code, error.message)];
+          if (error instanceof ApiError) return [refusal(error.code, error.message)];
+          if (error instanceof GraphQLError) return [refusal('VALIDATION_FAILED', withoutSuggestions(error.message))];
+          throw error;
+        }
+      },
+      onComplete(ctx) {
+        const connection = connections.get(ctx.extra.socket);
+        if (connection) connection.subscriptions--;
+      },
+      onNext(ctx, _id, _payload, _args, result) {
+        if (!result.errors) return result;
+        const errors = result.errors.map((error) => fieldError(error as GraphQLError, ctx.extra.request.log));
+        return { ...result, errors } as never;
+      },
+      isProd: true,
+    },
+    12_000,
+  );
+
+  return {
+    handler,
+    /** Open connections (tests). */
+    get connectionCount() {
+      return connections.size;
+    },
+    close() {
+      clearInterval(recheck);
+      for (const connection of connections.values()) close(connection.socket, 1001, 'Server shutting down');
+    },
+  };
+}
+
+function refusal(code: string, message: string): GraphQLError {
+  return new GraphQLError(message, { extensions: { code } });
+}
+
+function close(socket: WebSocket, code: number, reason: string): void {
+  if (socket.readyState === socket.OPEN || socket.readyState === socket.CONNECTING) socket.close(code, reason);
+}
+
+export type SubscriptionServer = ReturnType<typeof subscriptionHandler>;

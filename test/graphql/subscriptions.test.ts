@@ -1,0 +1,169 @@
+import { createClient, type Client } from 'graphql-ws';
+import WebSocket from 'ws';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp, type TestApp, type TestUser } from '../helpers/app.js';
+import { createComment, createPost } from '../access/support.js';
+import { DATABASE_KINDS } from '../helpers/databases.js';
+
+interface Closed {
+  code: number;
+  reason: string;
+}
+
+describe.each(DATABASE_KINDS)('GraphQL subscriptions over WebSocket (graphql-ws) on %s', (kind) => {
+  let t: TestApp;
+  let url: string;
+  let author: TestUser;
+  let reader: TestUser;
+  const clients: Client[] = [];
+
+  beforeAll(async () => {
+    t = await startTestApp(kind, { RATE_LIMIT_MAX: '1000000', RATE_LIMIT_ANONYMOUS_MAX: '1000000', RATE_LIMIT_ADDRESS_MAX: '1000000', GRAPHQL_MAX_DEPTH: '4' });
+    const address = await t.app.fastify.listen({ host: '127.0.0.1', port: 0 });
+    url = `${address.replace('http', 'ws')}/graphql`;
+    author = await t.createUser('member');
+    reader = await t.createUser('member');
+  });
+  afterAll(async () => {
+    for (const client of clients) await client.dispose();
+    await t.close();
+  });
+
+  /** A graphql-ws client over a real socket; `closed` resolves with the server's close code. */
+  function connect(connectionParams: Record<string, unknown> | undefined) {
+    let resolveClosed: (closed: Closed) => void;
+    const closed = new Promise<Closed>((resolve) => (resolveClosed = resolve));
+    const client = createClient({
+      url,
+      webSocketImpl: WebSocket,
+      connectionParams,
+      lazy: false,
+      retryAttempts: 0,
+      on: { closed: (event) => resolveClosed({ code: (event as { code: number }).code, reason: String((event as { reason: unknown }).reason) }) },
+      onNonLazyError: () => {},
+    });
+    clients.push(client);
+    return { client, closed };
+  }
+
+  /** Collects a subscription's results; `ended` resolves with the error it ended with, or null when completed. */
+  function subscribe(client: Client, query: string, variables?: Record<string, unknown>) {
+    const results: unknown[] = [];
+    let notify: (() => void) | null = null;
+    const ended = new Promise<unknown>((resolve) => {
+      client.subscribe(
+        { query, variables },
+        {
+          next: (result) => {
+            results.push(result);
+            notify?.();
+          },
+          error: (error) => resolve(error),
+          complete: () => resolve(null),
+        },
+      );
+    });
+    const nextResult = async (timeoutMs = 3000): Promise<unknown> => {
+      const deadline = Date.now() + timeoutMs;
+      while (results.length === 0) {
+        if (Date.now() > deadline) throw new Error('no event arrived');
+        await new Promise<void>((resolve) => {
+          notify = resolve;
+          setTimeout(resolve, 50);
+        });
+      }
+      return results.shift();
+    };
+    return { results, ended, nextResult };
+  }
+
+  /** Lets in-flight events reach the client before asserting that one did not come. */
+  const settle = () => new Promise((resolve) => setTimeout(resolve, 300));
+
+  it('closes with 4403 a connection without a token, and one with a bad token', async () => {
+    expect(await connect(undefined).closed).toEqual({ code: 4403, reason: 'Forbidden' });
+    expect(await connect({ authorization: 'Bearer not-a-token' }).closed).toEqual({ code: 4403, reason: 'Forbidden' });
+  });
+
+  it('delivers a post when it is published, and never a draft', async () => {
+    const { client } = connect({ authorization: `Bearer ${await reader.token()}` });
+    const sub = subscribe(client, 'subscription { postPublished { id title status author { id } } }');
+    await settle();
+    const authorToken = await author.token();
+    const draft = await createPost(t, authorToken, { title: 'a draft', status: 'draft' });
+    const published = await createPost(t, authorToken, { title: 'out now', status: 'published' });
+    expect(await sub.nextResult()).toEqual({
+      data: { postPublished: { id: published.id, title: 'out now', status: 'published', author: null } },
+      errors: [{ message: 'The resource does not exist.', locations: [{ line: 1, column: 48 }], path: ['postPublished', 'author'], extensions: { code: 'NOT_FOUND' } }],
+    });
+    const put = await t.request({ method: 'PUT', url: `/v1/posts/${draft.id}`, token: authorToken, body: { title: 'a draft, now out', body: 'text', status: 'published' } });
+    expect(put.statusCode, put.body).toBe(200);
+    expect(await sub.nextResult()).toMatchObject({ data: { postPublished: { id: draft.id, title: 'a draft, now out', status: 'published' } } });
+    await settle();
+    expect(sub.results).toEqual([]);
+  });
+
+  it('delivers comments on a post only while the subscriber may read it: a draft\'s comments never reach other members', async () => {
+    const authorToken = await author.token();
+    const post = await createPost(t, authorToken, { title: 'commented', status: 'published' });
+    const { client } = connect({ authorization: `Bearer ${await reader.token()}` });
+    const sub = subscribe(client, 'subscription ($post: ID!) { commentAdded(postId: $post) { body postId } }', { post: post.id });
+    await settle();
+    await createComment(t, authorToken, post.id, 'visible');
+    expect(await sub.nextResult()).toEqual({ data: { commentAdded: { body: 'visible', postId: post.id } } });
+    const other = await createPost(t, authorToken, { title: 'elsewhere', status: 'published' });
+    await createComment(t, authorToken, other.id, 'on another post');
+    const put = await t.request({ method: 'PUT', url: `/v1/posts/${post.id}`, token: authorToken, body: { title: 'commented', body: 'text', status: 'draft' } });
+    expect(put.statusCode).toBe(200);
+    await createComment(t, authorToken, post.id, 'hidden');
+    await settle();
+    expect(sub.results).toEqual([]);
+  });
+
+  it('refuses a subscription to the comments of a post the subscriber may not read, as if it did not exist', async () => {
+    const draft = await createPost(t, await author.token(), { title: 'secret', status: 'draft' });
+    const { client } = connect({ authorization: `Bearer ${await reader.token()}` });
+    const sub = subscribe(client, 'subscription ($post: ID!) { commentAdded(postId: $post) { body } }', { post: draft.id });
+    // A refused source stream has no data at all (GraphQL spec, CreateSourceEventStream).
+    expect(await sub.nextResult()).toEqual({
+      errors: [{ message: 'The resource does not exist.', locations: [{ line: 1, column: 29 }], path: ['commentAdded'], extensions: { code: 'NOT_FOUND' } }],
+    });
+  });
+
+  it('holds subscription documents to the same limits and scopes as POST', async () => {
+    const { client } = connect({ authorization: `Bearer ${await reader.token(['read:comments'])}` });
+    const deep = subscribe(client, 'subscription { postPublished { author { posts(first: 1) { nodes { author { id } } } } } }');
+    expect(await deep.ended).toEqual([{ message: expect.stringMatching(/^Depth limit/), extensions: { code: 'QUERY_TOO_DEEP' } }]);
+    const query = subscribe(client, '{ posts(first: 1) { nodes { id } } }');
+    expect(await query.ended).toEqual([{ message: 'Only subscriptions run over WebSocket; send queries and mutations with POST.', extensions: { code: 'VALIDATION_FAILED' } }]);
+    const unscoped = subscribe(client, 'subscription { postPublished { id } }');
+    expect(await unscoped.nextResult()).toEqual({
+      errors: [{ message: 'The access token needs the scope read:posts.', locations: [{ line: 1, column: 16 }], path: ['postPublished'], extensions: { code: 'INSUFFICIENT_SCOPE' } }],
+    });
+  });
+
+  it('closes the socket with 4403 once the user is deactivated (their tokens revoked)', async () => {
+    const member = await t.createUser('member');
+    const { client, closed } = connect({ authorization: `Bearer ${await member.token()}` });
+    subscribe(client, 'subscription { postPublished { id } }');
+    await settle();
+    const current = (await t.request({ url: `/v1/users/${member.id}`, token: await t.adminClientToken() })).json();
+    const put = await t.request({
+      method: 'PUT',
+      url: `/v1/users/${member.id}`,
+      token: await t.adminClientToken(),
+      body: { email: current.email, name: current.name, role: current.role, active: false },
+    });
+    expect(put.statusCode, put.body).toBe(200);
+    expect(await closed).toEqual({ code: 4403, reason: 'Forbidden' });
+  });
+
+  it('answers a plain GET /graphql with 405 and Allow: POST', async () => {
+    const res = await fetch(url.replace('ws', 'http'));
+    expect({ status: res.status, allow: res.headers.get('allow'), body: await res.json() }).toEqual({
+      status: 405,
+      allow: 'POST',
+      body: { errors: [{ message: 'GET is not allowed here; use POST (subscriptions: a WebSocket upgrade).', extensions: { code: 'METHOD_NOT_ALLOWED' } }] },
+    });
+  });
+});
