@@ -1,7 +1,7 @@
 import { createClient, type Client } from 'graphql-ws';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestApp, type TestApp, type TestUser } from '../helpers/app.js';
+import { ADMIN_CLIENT_ID, ADMIN_CLIENT_SECRET, startTestApp, type TestApp, type TestUser } from '../helpers/app.js';
 import { createComment, createPost } from '../access/support.js';
 import { DATABASE_KINDS } from '../helpers/databases.js';
 
@@ -155,6 +155,22 @@ describe.each(DATABASE_KINDS)('GraphQL subscriptions over WebSocket (graphql-ws)
       body: { email: current.email, name: current.name, role: current.role, active: false },
     });
     expect(put.statusCode, put.body).toBe(200);
+    expect(await closed).toEqual({ code: 4403, reason: 'Forbidden' });
+  });
+
+  it('closes the socket with 4403 once its token alone is revoked (RFC 7009)', async () => {
+    const member = await t.createUser('member');
+    const token = await member.token();
+    const { client, closed } = connect({ authorization: `Bearer ${token}` });
+    subscribe(client, 'subscription { postPublished { id } }');
+    await settle();
+    const revoked = await t.app.fastify.inject({
+      method: 'POST',
+      url: '/oauth/revoke',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${ADMIN_CLIENT_ID}:${ADMIN_CLIENT_SECRET}`).toString('base64')}` },
+      payload: new URLSearchParams({ token }).toString(),
+    });
+    expect(revoked.statusCode, revoked.body).toBe(200);
     expect(await closed).toEqual({ code: 4403, reason: 'Forbidden' });
   });
 
