@@ -38,7 +38,7 @@ import { idempotencyHashKey } from './rest/idempotency.js';
 import { registerRest } from './rest/plugin.js';
 import { registerGraphql } from './graphql/plugin.js';
 import { TrustedDocuments } from './graphql/trusted-documents.js';
-import { InProcessEventBus } from './graphql/subscriptions/event-bus.js';
+import { InProcessEventBus } from './events/event-bus.js';
 import { representationTagger } from './rest/representation.js';
 import { sendRestError } from './rest/send-error.js';
 import type { RouteDefinition } from './rest/route-definition.js';

@@ -2,7 +2,7 @@ import type { AuditLog } from '../audit/audit-log.js';
 import type { GraphqlLimits } from '../limits/graphql-limits.js';
 import type { OperationAccess } from '../policy/table.js';
 import type { PipelineDeps } from '../pipeline/stages.js';
-import type { EventBus } from './subscriptions/event-bus.js';
+import type { EventBus } from '../events/event-bus.js';
 import type { TrustedDocuments } from './trusted-documents.js';
 
 /** What the GraphQL adapter needs beside the pipeline's stages. */

@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { EventPublisher } from '../graphql/subscriptions/event-bus.js';
+import type { EventPublisher } from '../events/event-bus.js';
 import type { operations } from '../../generated/openapi.js';
 import type { OperationId } from '../../generated/routes.js';
 import type { Principal } from '../policy/principal.js';

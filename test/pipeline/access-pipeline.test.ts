@@ -1,8 +1,8 @@
-import { InProcessEventBus } from '../../src/graphql/subscriptions/event-bus.js';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { policy } from '../../generated/policy.js';
 import { configFrom } from '../../src/config/config.js';
 import { ApiError } from '../../src/errors/registry.js';
+import { InProcessEventBus } from '../../src/events/event-bus.js';
 import { RateLimiter } from '../../src/limits/rate-limit.js';
 import type { OperationDeps } from '../../src/operations/types.js';
 import { resources } from '../../src/resources/registry.js';

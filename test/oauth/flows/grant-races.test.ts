@@ -1,7 +1,7 @@
-import { InProcessEventBus } from '../../../src/graphql/subscriptions/event-bus.js';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { policy } from '../../../generated/policy.js';
+import { InProcessEventBus } from '../../../src/events/event-bus.js';
 import { handlers } from '../../../src/operations/index.js';
 import { ResourceLoaders } from '../../../src/resources/loaders.js';
 import { resources } from '../../../src/resources/registry.js';
