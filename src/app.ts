@@ -7,6 +7,7 @@ import { routes } from '../generated/routes.js';
 import { bootstrapIfEmpty, type BootstrapResult } from './bootstrap/first-start.js';
 import { developmentDefaultWarning, type Config } from './config/config.js';
 import { registerApiReference } from './docs/api-reference.js';
+import { registerGraphiql } from './docs/graphiql.js';
 import { renderOAuthError } from './errors/oauth-renderer.js';
 import { ApiError } from './errors/registry.js';
 import { capConnectionsPerAddress, clientErrorHandler, rawErrorResponse } from './http/connection-guard.js';
@@ -329,7 +330,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     authenticateBearer: async (authorization) => authenticate({ authorization, tokenInQuery: false }, { tokens, subjects }),
   });
 
-  await registerApiReference(fastify, limiter.anonymous);
+  await registerApiReference(fastify, limiter.anonymous, { graphiql: config.graphql.graphiql });
+  if (config.graphql.graphiql) await registerGraphiql(fastify, limiter.anonymous);
 
   fastify.get('/healthz', async (_request, reply) => reply.header('cache-control', 'no-store').send({ status: 'ok' }));
   fastify.get('/readyz', async (_request, reply) => {

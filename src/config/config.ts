@@ -65,6 +65,8 @@ export interface Config {
     readonly limits: GraphqlLimits;
     /** GRAPHQL_TRUSTED_DOCUMENTS: a JSON file of the only documents that run; null runs any document. */
     readonly trustedDocuments: string | null;
+    /** GRAPHIQL: serve GraphiQL at /graphiql (default: outside production). */
+    readonly graphiql: boolean;
   };
   readonly cors: {
     /** Exact origins (`scheme://host[:port]`) browser apps may call from; empty turns CORS off. */
@@ -306,6 +308,7 @@ export function loadConfig(env: Env = process.env): Config {
         maxBatch: readInt(env, 'GRAPHQL_MAX_BATCH', 1, 1, 100, problems),
       },
       trustedDocuments: readString(env, 'GRAPHQL_TRUSTED_DOCUMENTS'),
+      graphiql: readBool(env, 'GRAPHIQL', nodeEnv !== 'production', problems),
     },
     cors: { origins: readOrigins(env, 'CORS_ORIGINS', problems) },
     developmentDefaults,

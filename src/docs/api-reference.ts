@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors/registry.js';
 import { rateLimitHeaders, type RateLimitPolicy } from '../limits/rate-limit.js';
 import { entityTag, matchesAny } from '../rest/entity-tag.js';
@@ -30,7 +30,7 @@ export const DOCS_CSP = [
 ].join('; ');
 
 // Redoc reads the published contract from GET /v1/rest, as any client does.
-const PAGE = `<!doctype html>
+const page = (graphiql: boolean) => `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -40,7 +40,7 @@ const PAGE = `<!doctype html>
 <style>body { margin: 0 }</style>
 </head>
 <body>
-<redoc spec-url="/v1/rest"></redoc>
+${graphiql ? '<nav style="padding: 8px 16px; font: 14px sans-serif"><a href="/graphiql">GraphQL: explore it in GraphiQL</a></nav>\n' : ''}<redoc spec-url="/v1/rest"></redoc>
 <script src="${REDOC_PATH}"></script>
 </body>
 </html>
@@ -61,23 +61,29 @@ const PAGE_HEADERS = {
 const REMOTE_LOGO = '"https://cdn.redoc.ly/redoc/logo-mini.svg"';
 const NO_IMAGE = '"data:,"';
 
+/** An onRequest hook: the request spends the caller's address's anonymous budget; 429 once it is spent. */
+export function spendAnonymousBudget(budget: RateLimitPolicy) {
+  return async (request: FastifyRequest, reply: FastifyReply) => {
+    const limit = await budget.consume(request.ip);
+    reply.headers(rateLimitHeaders(limit));
+    if (!limit.allowed) {
+      const retryAfter = String(limit.resetSeconds);
+      return sendRestError(reply, new ApiError('RATE_LIMITED', `Too many requests; retry in ${retryAfter} s.`, { headers: { 'retry-after': retryAfter } }));
+    }
+    return undefined;
+  };
+}
+
 /**
  * `GET /docs`: the API reference, rendered in the browser by Redoc from the published contract. Its two
  * requests spend the caller's address's anonymous budget, like any request without a token.
  */
-export async function registerApiReference(app: FastifyInstance, budget: RateLimitPolicy): Promise<void> {
+export async function registerApiReference(app: FastifyInstance, budget: RateLimitPolicy, options: { graphiql: boolean }): Promise<void> {
+  const PAGE = page(options.graphiql);
   const bundle = Buffer.from(fs.readFileSync(REDOC_BUNDLE, 'utf8').replaceAll(REMOTE_LOGO, NO_IMAGE));
   const bundleTag = entityTag(bundle);
   await app.register(async (scope) => {
-    scope.addHook('onRequest', async (request, reply) => {
-      const limit = await budget.consume(request.ip);
-      reply.headers(rateLimitHeaders(limit));
-      if (!limit.allowed) {
-        const retryAfter = String(limit.resetSeconds);
-        return sendRestError(reply, new ApiError('RATE_LIMITED', `Too many requests; retry in ${retryAfter} s.`, { headers: { 'retry-after': retryAfter } }));
-      }
-      return undefined;
-    });
+    scope.addHook('onRequest', spendAnonymousBudget(budget));
     scope.get('/docs', async (_request, reply) => reply.headers(PAGE_HEADERS).send(PAGE));
     scope.get(REDOC_PATH, async (request, reply) => {
       reply.headers({ 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'public, no-cache', etag: bundleTag });

@@ -118,6 +118,20 @@ describe('configuration', () => {
     );
   });
 
+  it('serves GraphiQL outside production by default, and in production only when GRAPHIQL turns it on', () => {
+    const production = { NODE_ENV: 'production', ISSUER: 'https://api.example.com/', KEY_ENCRYPTION_SECRET: 'k'.repeat(40) };
+    expect(loadConfig({}).graphql.graphiql).toBe(true);
+    expect(loadConfig({ GRAPHIQL: 'false' }).graphql.graphiql).toBe(false);
+    expect(loadConfig(production).graphql.graphiql).toBe(false);
+    expect(loadConfig({ ...production, GRAPHIQL: 'true' }).graphql.graphiql).toBe(true);
+  });
+
+  it('reads the GraphQL limits, refusing values out of range', () => {
+    expect(loadConfig({}).graphql.limits).toEqual({ maxDepth: 8, maxCost: 5000, maxAliases: 20, maxTokens: 2000, maxDirectivesPerField: 4, maxBatch: 1 });
+    expect(loadConfig({ GRAPHQL_MAX_DEPTH: '12', GRAPHQL_MAX_BATCH: '5' }).graphql.limits).toMatchObject({ maxDepth: 12, maxBatch: 5 });
+    expect(problemsOf({ GRAPHQL_MAX_DEPTH: '1', GRAPHQL_MAX_COST: 'lots' }).length).toBe(2);
+  });
+
   it('reads CORS_ORIGINS as exact origins, and turns CORS off when it is unset or empty', () => {
     expect(loadConfig({}).cors.origins).toEqual([]);
     expect(loadConfig({ CORS_ORIGINS: '' }).cors.origins).toEqual([]);

@@ -38,6 +38,7 @@ describe('GET /docs', () => {
 <style>body { margin: 0 }</style>
 </head>
 <body>
+<nav style="padding: 8px 16px; font: 14px sans-serif"><a href="/graphiql">GraphQL: explore it in GraphiQL</a></nav>
 <redoc spec-url="/v1/rest"></redoc>
 <script src="/docs/redoc.standalone.js"></script>
 </body>
