@@ -6,6 +6,7 @@ import type { JsonSchema, RouteDefinition } from '../src/rest/route-definition.j
 import type { PolicyTable } from '../src/policy/table.js';
 import type { PolicySource } from './access-rule.js';
 import { compileGraphqlAccess } from './graphql-access.js';
+import { checkMutationInputs } from './graphql-inputs.js';
 import type { OpenApiDocument } from './json-schema.js';
 import { compileResources } from './policy-table.js';
 import { Problems } from './problems.js';
@@ -66,6 +67,7 @@ export function compileContracts(sources: ContractSources): CompiledContracts {
   const resources = compileResources(policySource, doc, problems);
   const { routes, sharedSchemas } = compileRoutes(doc, scopes, policySource, problems);
   const graphql = compileGraphqlAccess(sources.schema, scopes, policySource, problems);
+  checkMutationInputs(sources.schema, doc, problems);
   checkPublishable(doc, problems);
   problems.throwIfAny();
 

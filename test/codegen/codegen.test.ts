@@ -161,6 +161,25 @@ describe('codegen', () => {
     expect(problems).toEqual(['schema.graphql: Query.me: has no access rule (@auth or @public)']);
   });
 
+  it('refuses a mutation input that drifts from its REST request body: enum values, required fields, unknown fields', async () => {
+    expect(await problemsOf(withSchema((s) => s.replace('  draft\n  published\n}', '  draft\n  published\n  archived\n}')))).toEqual([
+      'schema.graphql: PostInput.status (Mutation.createPost(input:)): enum PostStatus (archived, draft, published) differs from createPost\'s request body (draft, published)',
+      'schema.graphql: PostInput.status (Mutation.replacePost(input:)): enum PostStatus (archived, draft, published) differs from replacePost\'s request body (draft, published)',
+    ]);
+    const optionalTitle = await problemsOf(withSchema((s) => s.replace('input PostInput {\n  title: String!', 'input PostInput {\n  title: String')));
+    expect(optionalTitle).toEqual([
+      "schema.graphql: PostInput.title (Mutation.createPost(input:)): is optional here but required in createPost's request body",
+      "schema.graphql: PostInput.title (Mutation.replacePost(input:)): is optional here but required in replacePost's request body",
+    ]);
+    expect(await problemsOf(withSchema((s) => s.replace('input CommentInput {\n  body: String!', 'input CommentInput {\n  body: String!\n  pinned: Boolean')))).toEqual([
+      "schema.graphql: CommentInput.pinned (Mutation.createComment(input:)): is not a property of createComment's request body",
+      "schema.graphql: CommentInput.pinned (Mutation.replaceComment(input:)): is not a property of replaceComment's request body",
+    ]);
+    expect(await problemsOf(withOpenapi((doc) => doc.components.schemas.CommentCreate.required.push('mood') && (doc.components.schemas.CommentCreate.properties.mood = { type: 'string' })))).toEqual(
+      expect.arrayContaining(["schema.graphql: CommentInput (Mutation.createComment(input:)): lacks \"mood\", required in createComment's request body"]),
+    );
+  });
+
   it('refuses @auth naming an unknown scope', async () => {
     const problems = await problemsOf(
       withSchema((sdl) => sdl.replace('me: User @auth(scopes: ["read:users"]', 'me: User @auth(scopes: ["read:minds"]')),
