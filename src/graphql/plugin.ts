@@ -84,6 +84,7 @@ export async function registerGraphql(app: FastifyInstance, pluginDeps: GraphqlP
       errorFormatter: (execution) => ({ statusCode: 200, response: execution }),
     });
     const schema = scope.graphql.schema;
+    const documents = new DocumentCache();
     // Mercurius attaches subscription resolvers only when its own subscription server is on; graphql-ws
     // serves them here, from the same schema object.
     const subscriptionFields = schema.getSubscriptionType()?.getFields() ?? {};
@@ -141,7 +142,7 @@ export async function registerGraphql(app: FastifyInstance, pluginDeps: GraphqlP
       const params = readParams(body);
       const source = deps.trustedDocuments ? deps.trustedDocuments.resolve(params.query, params.extensions) : params.query;
       if (typeof source !== 'string') throw new ApiError('VALIDATION_FAILED', 'The body needs `query`, a string.');
-      const document = parseDocument(source, deps.limits);
+      const document = documents.parse(source, deps.limits);
       checkDocumentLimits(schema, document, params.operationName, params.variables, deps.limits);
       const operation = getOperationAST(document, params.operationName);
       if (!operation) {
@@ -262,13 +263,27 @@ class GraphqlRequestError extends Error {
   }
 }
 
-/** Parsed within the token limit; a syntax error is the request's (400 VALIDATION_FAILED with its location). */
-function parseDocument(source: string, limits: GraphqlLimits): DocumentNode {
-  try {
-    return parseWithinLimits(source, limits);
-  } catch (error) {
-    if (error instanceof GraphQLError) throw new GraphqlRequestError([requestError(error)]);
-    throw error;
+/** Documents parsed, by their text: a client sends the same few documents again and again. */
+const PARSED_DOCUMENTS = 512;
+
+class DocumentCache {
+  readonly #parsed = new Map<string, DocumentNode>();
+
+  /** Parsed within the token limit; a syntax error is the request's (400 VALIDATION_FAILED with its location). */
+  parse(source: string, limits: GraphqlLimits): DocumentNode {
+    const cached = this.#parsed.get(source);
+    if (cached) return cached;
+    let document: DocumentNode;
+    try {
+      document = parseWithinLimits(source, limits);
+    } catch (error) {
+      if (error instanceof GraphQLError) throw new GraphqlRequestError([requestError(error)]);
+      throw error;
+    }
+    // Bounded: the oldest entry goes first (a Map keeps insertion order).
+    if (this.#parsed.size >= PARSED_DOCUMENTS) this.#parsed.delete(this.#parsed.keys().next().value!);
+    this.#parsed.set(source, document);
+    return document;
   }
 }
 

@@ -56,7 +56,7 @@ class BatchLoader {
   private dispatch(): void {
     const batch = this.batch!;
     this.batch = null;
-    loadRows(this.store.db, this.module.table, [...batch.keys()]).then(
+    loadRows(this.store.db, this.store.sqlite, this.module.table, [...batch.keys()]).then(
       (rows) => {
         const byId = new Map(rows.map((row) => [String(row.id), row]));
         for (const [id, waiting] of batch) {

@@ -63,9 +63,28 @@ export function loadRow(db: Kysely<Database>, sqlite: SqliteHandle | null, table
 }
 
 /** The rows with these ids, in one statement (`where id in (...)`); ids that name no row are left out. */
-export async function loadRows(db: Kysely<Database>, table: ResourceTable, ids: readonly string[]): Promise<StoredRow[]> {
+export async function loadRows(db: Kysely<Database>, sqlite: SqliteHandle | null, table: ResourceTable, ids: readonly string[]): Promise<StoredRow[]> {
   if (ids.length === 0) return [];
+  // On SQLite, while no transaction holds the connection: one prepared statement per table, whatever the
+  // number of ids (they travel as one JSON array), run at once.
+  if (sqlite !== null && !sqlite.inTransaction) return directLoadMany(sqlite, db, table).all(JSON.stringify(ids)) as StoredRow[];
   return builder(db).selectFrom(table.name).select(table.columns as never).where('id', 'in', ids).execute() as Promise<StoredRow[]>;
+}
+
+const directLoadsMany = new WeakMap<CompiledQuery, Statement>();
+
+/** `select <columns> from <table> where id in (select value from json_each(?))`, prepared once per table. */
+function directLoadMany(sqlite: SqliteHandle, db: Kysely<Database>, table: ResourceTable): Statement {
+  const compiled = compiledLoad(db, table);
+  let statement = directLoadsMany.get(compiled);
+  if (!statement) {
+    const single = directLoad(sqlite, compiled).source;
+    const many = single.replace(/ where "id" = \?\)$/, ' where "id" in (select value from json_each(?)))');
+    if (many === single) throw new Error(`unexpected load statement: ${single}`);
+    statement = sqlite.prepare(many);
+    directLoadsMany.set(compiled, statement);
+  }
+  return statement;
 }
 
 /** One page of a table's rows matching every condition, in id order (see paging.ts). */

@@ -86,7 +86,8 @@ describe.each(DATABASE_KINDS)('batched loaders on %s', (kind) => {
 
   it('read the ids asked for in one tick with one statement per type, and each id once per request', async () => {
     const log = statementLog();
-    const loaders = new ResourceLoaders({ db: database.db.kysely.withPlugin(log.plugin), sqlite: database.db.sqlite, resources });
+    // Through Kysely (no direct handle), where the plugin sees every statement.
+    const loaders = new ResourceLoaders({ db: database.db.kysely.withPlugin(log.plugin), sqlite: null, resources });
     const missing = newId();
     const [first, second, absent, again, author] = await Promise.all([
       loaders.load('post', postIds[0]!),
