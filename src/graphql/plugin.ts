@@ -80,6 +80,8 @@ export async function registerGraphql(app: FastifyInstance, pluginDeps: GraphqlP
       routes: false,
       graphiql: false,
       allowBatchedQueries: false,
+      // A document is compiled (graphql-jit) once it has run once.
+      jit: 1,
       // The errors stay GraphQLErrors, their causes attached: this adapter renders them (fieldError).
       errorFormatter: (execution) => ({ statusCode: 200, response: execution }),
     });
@@ -171,6 +173,8 @@ export async function registerGraphql(app: FastifyInstance, pluginDeps: GraphqlP
         throw error;
       }
       const errors = execution.errors?.map((e) => fieldError(e, log)) ?? [];
+      // Nothing executed (the variables did not coerce, found by a compiled document): a request error.
+      if (execution.data == null && errors.length > 0 && errors.every((error) => error.path === undefined)) throw new GraphqlRequestError(errors);
       const result: ExecutionBody = { data: execution.data ?? null };
       if (errors.length > 0) result.errors = errors;
       // Nothing resolved (a non-null root field failed): the request failed as a whole, with the first error's status.
