@@ -67,7 +67,14 @@ export async function loadRows(db: Kysely<Database>, sqlite: SqliteHandle | null
   if (ids.length === 0) return [];
   // On SQLite, while no transaction holds the connection: one prepared statement per table, whatever the
   // number of ids (they travel as one JSON array), run at once.
-  if (sqlite !== null && !sqlite.inTransaction) return directLoadMany(sqlite, db, table).all(JSON.stringify(ids)) as StoredRow[];
+  if (sqlite !== null && !sqlite.inTransaction) {
+    // One id (a post's author): the point lookup, cheaper than reading a JSON array.
+    if (ids.length === 1) {
+      const row = directLoad(sqlite, compiledLoad(db, table)).get(ids[0]) as StoredRow | undefined;
+      return row === undefined ? [] : [row];
+    }
+    return directLoadMany(sqlite, db, table).all(JSON.stringify(ids)) as StoredRow[];
+  }
   return builder(db).selectFrom(table.name).select(table.columns as never).where('id', 'in', ids).execute() as Promise<StoredRow[]>;
 }
 
