@@ -288,27 +288,19 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   });
 
   const restRoutes = config.graphql.introspectionPublic ? api.routes.map(publishSchemaRoute) : api.routes;
+  // What both APIs' pipelines decide and record with.
+  const pipeline = { audit, policy, tokens, subjects, limiter, operations };
   await registerRest(fastify, {
+    ...pipeline,
     routes: restRoutes,
     handlers: api.handlers,
     representationOf: representationTagger(restRoutes),
-    audit,
-    policy,
-    tokens,
-    subjects,
-    limiter,
-    operations,
     idempotencyHashKey: idempotencyHashKey(config.keyEncryptionSecret),
   });
   await registerGraphql(fastify, {
+    ...pipeline,
     sdl: operations.graphqlSdl,
     routes: restRoutes,
-    audit,
-    policy,
-    tokens,
-    subjects,
-    limiter,
-    operations,
     limits: config.graphql.limits,
     trustedDocuments: config.graphql.trustedDocuments === null ? null : TrustedDocuments.load(config.graphql.trustedDocuments),
     introspectionPublic: config.graphql.introspectionPublic,
