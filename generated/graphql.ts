@@ -103,6 +103,24 @@ export type PostInput = {
   status: PostStatus;
 };
 
+export type UserCreateInput = {
+  email: Scalars['String']['input'];
+  name: Scalars['String']['input'];
+  role: Role;
+  active?: InputMaybe<Scalars['Boolean']['input']>;
+  /** The initial password (12 characters or more); never returned. */
+  password: Scalars['String']['input'];
+};
+
+export type UserReplaceInput = {
+  email: Scalars['String']['input'];
+  name: Scalars['String']['input'];
+  role: Role;
+  active: Scalars['Boolean']['input'];
+  /** A new password; when absent the password is unchanged. */
+  password?: InputMaybe<Scalars['String']['input']>;
+};
+
 export type CommentInput = {
   body: Scalars['String']['input'];
 };
@@ -150,12 +168,31 @@ export type QueryCommentArgs = {
 
 export type Mutation = {
   __typename?: 'Mutation';
+  createUser: User;
+  replaceUser: User;
+  deleteUser: Scalars['Boolean']['output'];
   createPost: Post;
   replacePost: Post;
   deletePost: Scalars['Boolean']['output'];
   createComment: Comment;
   replaceComment: Comment;
   deleteComment: Scalars['Boolean']['output'];
+};
+
+
+export type MutationCreateUserArgs = {
+  input: UserCreateInput;
+};
+
+
+export type MutationReplaceUserArgs = {
+  id: Scalars['ID']['input'];
+  input: UserReplaceInput;
+};
+
+
+export type MutationDeleteUserArgs = {
+  id: Scalars['ID']['input'];
 };
 
 
@@ -293,6 +330,8 @@ export type ResolversTypes = {
   CommentConnection: ResolverTypeWrapper<CommentConnection>;
   UserConnection: ResolverTypeWrapper<UserConnection>;
   PostInput: PostInput;
+  UserCreateInput: UserCreateInput;
+  UserReplaceInput: UserReplaceInput;
   CommentInput: CommentInput;
   Query: ResolverTypeWrapper<Record<PropertyKey, never>>;
   Mutation: ResolverTypeWrapper<Record<PropertyKey, never>>;
@@ -314,6 +353,8 @@ export type ResolversParentTypes = {
   CommentConnection: CommentConnection;
   UserConnection: UserConnection;
   PostInput: PostInput;
+  UserCreateInput: UserCreateInput;
+  UserReplaceInput: UserReplaceInput;
   CommentInput: CommentInput;
   Query: Record<PropertyKey, never>;
   Mutation: Record<PropertyKey, never>;
@@ -401,6 +442,9 @@ export type QueryResolvers<ContextType = GraphqlContext, ParentType extends Reso
 };
 
 export type MutationResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['Mutation'] = ResolversParentTypes['Mutation']> = {
+  createUser?: Resolver<ResolversTypes['User'], ParentType, ContextType, RequireFields<MutationCreateUserArgs, 'input'>>;
+  replaceUser?: Resolver<ResolversTypes['User'], ParentType, ContextType, RequireFields<MutationReplaceUserArgs, 'id' | 'input'>>;
+  deleteUser?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType, RequireFields<MutationDeleteUserArgs, 'id'>>;
   createPost?: Resolver<ResolversTypes['Post'], ParentType, ContextType, RequireFields<MutationCreatePostArgs, 'input'>>;
   replacePost?: Resolver<ResolversTypes['Post'], ParentType, ContextType, RequireFields<MutationReplacePostArgs, 'id' | 'input'>>;
   deletePost?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType, RequireFields<MutationDeletePostArgs, 'id'>>;

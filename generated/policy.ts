@@ -666,6 +666,47 @@ export const policy: PolicyTable = {
       },
       "deprecated": false
     },
+    "graphql:Mutation.createUser": {
+      "id": "graphql:Mutation.createUser",
+      "public": false,
+      "authenticated": false,
+      "scopes": [
+        "write:users"
+      ],
+      "permission": "create_user",
+      "resource": null,
+      "deprecated": false
+    },
+    "graphql:Mutation.replaceUser": {
+      "id": "graphql:Mutation.replaceUser",
+      "public": false,
+      "authenticated": false,
+      "scopes": [
+        "write:users"
+      ],
+      "permission": "update_user",
+      "resource": {
+        "type": "user",
+        "param": "id",
+        "action": "update"
+      },
+      "deprecated": false
+    },
+    "graphql:Mutation.deleteUser": {
+      "id": "graphql:Mutation.deleteUser",
+      "public": false,
+      "authenticated": false,
+      "scopes": [
+        "write:users"
+      ],
+      "permission": "delete_user",
+      "resource": {
+        "type": "user",
+        "param": "id",
+        "action": "delete"
+      },
+      "deprecated": false
+    },
     "graphql:Mutation.createPost": {
       "id": "graphql:Mutation.createPost",
       "public": false,

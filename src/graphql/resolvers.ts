@@ -99,6 +99,19 @@ const Query: Required<QueryResolvers> = {
 };
 
 const Mutation: Required<MutationResolvers> = {
+  async createUser(_parent, args, ctx) {
+    await decideRootField(ctx, 'Mutation.createUser', args);
+    return (await run('createUser', { body: validateInput(ctx, 'createUser', args.input) }, ctx, null)) as never;
+  },
+  async replaceUser(_parent, args, ctx) {
+    const resource = await decideRootField(ctx, 'Mutation.replaceUser', args);
+    return (await run('replaceUser', { body: validateInput(ctx, 'replaceUser', args.input) }, ctx, resource)) as never;
+  },
+  async deleteUser(_parent, args, ctx) {
+    const resource = await decideRootField(ctx, 'Mutation.deleteUser', args);
+    await run('deleteUser', {}, ctx, resource);
+    return true;
+  },
   async createPost(_parent, args, ctx) {
     await decideRootField(ctx, 'Mutation.createPost', args);
     return (await run('createPost', { body: validateInput(ctx, 'createPost', args.input) }, ctx, null)) as never;

@@ -104,6 +104,26 @@ describe.each(DATABASE_KINDS)('POST /graphql on %s', (kind) => {
     expect(tooLong.json().errors[0].extensions.details[0].path).toBe('/input/title');
   });
 
+  it('creates a user through the REST handler: no password in the answer, a taken email is CONFLICT', async () => {
+    const admin = await (await t.createUser('admin')).token();
+    const query = 'mutation ($input: UserCreateInput!) { createUser(input: $input) { id email name role active } }';
+    const input = { email: `gql-${Date.now()}@example.com`, name: 'From GraphQL', role: 'member', password: 'a-long-enough-password' };
+    const created = await gql(query, { token: admin, variables: { input } });
+    expect({ status: created.statusCode, body: created.json() }).toEqual({
+      status: 200,
+      body: { data: { createUser: { id: expect.any(String), email: input.email, name: 'From GraphQL', role: 'member', active: true } } },
+    });
+    const stored = await t.database.db.kysely.selectFrom('users').select('passwordHash').where('email', '=', input.email).executeTakeFirstOrThrow();
+    expect(stored.passwordHash).not.toContain(input.password);
+    const again = await gql(query, { token: admin, variables: { input } });
+    expect(again.statusCode).toBe(409);
+    expect(again.json()).toMatchObject({ data: null, errors: [{ path: ['createUser'], extensions: { code: 'CONFLICT' } }] });
+    // A member may not create users (role), and a short password is the REST body's validation failure.
+    expect((await gql(query, { token: memberToken, variables: { input: { ...input, email: `x-${input.email}` } } })).json().errors[0].extensions.code).toBe('FORBIDDEN');
+    const short = await gql(query, { token: admin, variables: { input: { ...input, email: `y-${input.email}`, password: 'short' } } });
+    expect(short.json().errors[0].extensions).toMatchObject({ code: 'VALIDATION_FAILED', details: [{ path: '/input/password' }] });
+  });
+
   it('answers GET with 405 and Allow: POST, and refuses a form body (CSRF) with 415', async () => {
     const get = await t.request({ url: '/graphql?query={__typename}' });
     expect(get.statusCode).toBe(405);
