@@ -49,6 +49,11 @@ export type Post = {
   title: Scalars['String']['output'];
   body: Scalars['String']['output'];
   status: PostStatus;
+  /**
+   * Whether the post is published.
+   * @deprecated Use `status` (published or draft).
+   */
+  published: Scalars['Boolean']['output'];
   createdAt: Scalars['DateTime']['output'];
   updatedAt: Scalars['DateTime']['output'];
   comments: CommentConnection;
@@ -396,6 +401,7 @@ export type PostResolvers<ContextType = GraphqlContext, ParentType extends Resol
   title?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
   body?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
   status?: Resolver<ResolversTypes['PostStatus'], ParentType, ContextType>;
+  published?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
   createdAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
   updatedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
   comments?: Resolver<ResolversTypes['CommentConnection'], ParentType, ContextType, RequireFields<PostCommentsArgs, 'first'>>;

@@ -151,7 +151,8 @@ const User: Pick<Required<UserResolvers>, 'posts'> = {
   },
 };
 
-const Post: Pick<Required<PostResolvers>, 'author' | 'comments' | 'commentCount'> = {
+const Post: Pick<Required<PostResolvers>, 'author' | 'comments' | 'commentCount' | 'published'> = {
+  published: (parent) => (parent as unknown as View).status === 'published',
   async commentCount(parent, _args, ctx) {
     checkTypeAccess(ctx, 'Comment');
     return ctx.counts.count('comment', 'postId', String((parent as unknown as View).id));

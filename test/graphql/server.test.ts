@@ -133,6 +133,16 @@ describe.each(DATABASE_KINDS)('POST /graphql on %s', (kind) => {
     expect(form.json().errors[0].extensions.code).toBe('UNSUPPORTED_MEDIA_TYPE');
   });
 
+  it('still answers the deprecated Post.published, as its replacement status says; the SDL marks it', async () => {
+    const res = await gql(`{ post(id: "${published.id}") { status published } }`, { token: authorToken });
+    expect(res.json()).toEqual({ data: { post: { status: 'published', published: true } } });
+    const ownDraft = await gql(`{ post(id: "${draft.id}") { status published } }`, { token: authorToken });
+    expect(ownDraft.json()).toEqual({ data: { post: { status: 'draft', published: false } } });
+    const sdl = await t.request({ url: '/v1/graphql', token: authorToken });
+    expect(sdl.statusCode).toBe(200);
+    expect(sdl.body).toContain('published: Boolean! @deprecated(reason: "Use `status` (published or draft).")');
+  });
+
   it('refuses an unknown field naming it, without suggestions', async () => {
     const res = await gql('{ postz(first: 1) { id } }', { token: memberToken });
     expect(res.statusCode).toBe(400);
