@@ -206,6 +206,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/deprecations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List uses of deprecated operations and fields
+         * @description How often each client called each deprecated REST operation or asked for each deprecated GraphQL field, counted by every instance and added up in the database (written within a second or two of the use). Review it before a deprecated element's Sunset date: a client still using it must move first.
+         */
+        get: operations["listDeprecatedUses"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/clients": {
         parameters: {
             query?: never;
@@ -721,6 +741,24 @@ export interface components {
         AuditEventList: {
             data: components["schemas"]["AuditEvent"][];
             page: components["schemas"]["PageInfo"];
+        };
+        /** @description One page of counts of deprecated-element uses. */
+        DeprecatedUseList: {
+            data: components["schemas"]["DeprecatedUse"][];
+            page: components["schemas"]["PageInfo"];
+        };
+        /** @description How often one client used one deprecated operation or field. */
+        DeprecatedUse: {
+            id: components["schemas"]["Id"];
+            /** @description The OAuth client_id of the tokens it was used with; null without a token. */
+            clientId: string | null;
+            /** @enum {string} */
+            interface: "rest" | "graphql";
+            /** @description The REST operationId, or the GraphQL field as `Type.field`. */
+            name: string;
+            uses: number;
+            firstUsedAt: components["schemas"]["Timestamp"];
+            lastUsedAt: components["schemas"]["Timestamp"];
         };
         /** @description The caller as the policy layer sees it. */
         AuthorizationInfo: {
@@ -2203,6 +2241,49 @@ export interface operations {
                 };
             };
             304: components["responses"]["NotModified"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listDeprecatedUses: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Page size.
+                 * @example 20
+                 */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Opaque cursor from a previous page's `page.next`; returns the items after it. Stable while items are inserted. When present it takes precedence over `page`.
+                 * @example eyJpZCI6IjAxOGY2YjJiMTFhYTRjM2QifQ
+                 */
+                after?: components["parameters"]["After"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of counts, oldest first. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    Link: components["headers"]["Link"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeprecatedUseList"];
+                };
+            };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];

@@ -483,6 +483,17 @@ export const policy: PolicyTable = {
       "resource": null,
       "deprecated": false
     },
+    "rest:listDeprecatedUses": {
+      "id": "rest:listDeprecatedUses",
+      "public": false,
+      "authenticated": false,
+      "scopes": [
+        "read:audit"
+      ],
+      "permission": "read_audit",
+      "resource": null,
+      "deprecated": false
+    },
     "rest:listClients": {
       "id": "rest:listClients",
       "public": false,

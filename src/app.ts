@@ -37,6 +37,7 @@ import { authenticate } from './pipeline/authenticate.js';
 import { AllowedMethods } from './rest/method-not-allowed.js';
 import { idempotencyHashKey } from './rest/idempotency.js';
 import { registerRest } from './rest/plugin.js';
+import { DeprecatedUse } from './deprecations/deprecated-use.js';
 import { registerGraphql } from './graphql/plugin.js';
 import { TrustedDocuments } from './graphql/trusted-documents.js';
 import { InProcessEventBus } from './events/event-bus.js';
@@ -288,8 +289,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   });
 
   const restRoutes = config.graphql.introspectionPublic ? api.routes.map(publishSchemaRoute) : api.routes;
+  // Uses of deprecated operations and fields, per client, for GET /v1/deprecations.
+  const deprecatedUse = new DeprecatedUse(db.kysely, (error) => fastify.log.error({ err: error }, 'deprecations.write_failed'));
   // What both APIs' pipelines decide and record with.
-  const pipeline = { audit, policy, tokens, subjects, limiter, operations };
+  const pipeline = { audit, policy, tokens, subjects, limiter, operations, deprecatedUse };
   await registerRest(fastify, {
     ...pipeline,
     routes: restRoutes,
@@ -377,6 +380,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       await invalidations.stop();
       await maintenance.stop();
       await audit.close();
+      await deprecatedUse.close();
       await checkpointer.stop();
       if (!options.db) await db.close();
     },

@@ -1,4 +1,5 @@
 import type { AuditLog } from '../audit/audit-log.js';
+import type { DeprecatedUse } from '../deprecations/deprecated-use.js';
 import type { GraphqlLimits } from '../limits/graphql-limits.js';
 import type { OperationAccess } from '../policy/table.js';
 import type { PipelineDeps } from '../pipeline/stages.js';
@@ -15,6 +16,8 @@ export interface GraphqlDeps extends PipelineDeps {
   introspectionPublic: boolean;
   /** `Type.field` -> the root field's access rule, with the resource its REST twin checks when it names none. */
   rootFields: ReadonlyMap<string, OperationAccess>;
+  /** Counts uses of deprecated fields per client. */
+  deprecatedUse: DeprecatedUse;
   /** Resource events for subscriptions. */
   events: EventBus;
   /** A REST operation's request-body schema (mutations validate their input with it). */

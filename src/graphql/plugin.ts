@@ -19,6 +19,7 @@ import type { RouteDefinition } from '../rest/route-definition.js';
 import type { GraphqlContext } from './context.js';
 import type { GraphqlDeps } from './graphql-deps.js';
 import type { GraphqlExchange } from './graphql-exchange.js';
+import { deprecatedFieldsOf } from './deprecated-fields.js';
 import { resolvers } from './resolvers.js';
 import { subscriptionHandler } from './subscriptions/websocket.js';
 import { PersistedQueryNotFoundError } from './trusted-documents.js';
@@ -175,6 +176,10 @@ export async function registerGraphql(app: FastifyInstance, pluginDeps: GraphqlP
       const errors = execution.errors?.map((e) => fieldError(e, log)) ?? [];
       // Nothing executed (the variables did not coerce, found by a compiled document): a request error.
       if (execution.data == null && errors.length > 0 && errors.every((error) => error.path === undefined)) throw new GraphqlRequestError(errors);
+      // It ran: each deprecated field it asked for is a use to count (its client must move on).
+      for (const field of deprecatedFieldsOf(schema, document)) {
+        deps.deprecatedUse.record(ex.principal.kind === 'anonymous' ? null : ex.principal.clientId, 'graphql', field);
+      }
       const result: ExecutionBody = { data: execution.data ?? null };
       if (errors.length > 0) result.errors = errors;
       // Nothing resolved (a non-null root field failed): the request failed as a whole, with the first error's status.

@@ -1,4 +1,5 @@
 import { whereCompare, whereEqual } from '../storage/filter-sql.js';
+import { listDeprecatedUses as listDeprecatedUseRows } from '../storage/deprecated-uses.js';
 import { selectPage } from '../storage/paging.js';
 import type { components } from '../../generated/openapi.js';
 import { pageBody, pageRequest } from './pages.js';
@@ -26,5 +27,10 @@ export const listAuditEvents: Handler<'listAuditEvents'> = async ({ query }, { d
   ];
   // The audit writer stores only the contract's values (interface, decision, reason are fixed vocabularies).
   const page = await selectPage<AuditEventView>(deps.db, 'auditEvents', where, pageRequest(query), COLUMNS);
+  return { status: 200, body: pageBody(page.rows, page, query.limit ?? 20) };
+};
+
+export const listDeprecatedUses: Handler<'listDeprecatedUses'> = async ({ query }, { deps }) => {
+  const page = await listDeprecatedUseRows(deps.db, pageRequest(query));
   return { status: 200, body: pageBody(page.rows, page, query.limit ?? 20) };
 };

@@ -34,4 +34,5 @@ export const handlers: OperationHandlers = {
   getAuthorization: meta.getAuthorization,
   getTokenInfo: meta.getTokenInfo,
   listAuditEvents: auditEvents.listAuditEvents,
+  listDeprecatedUses: auditEvents.listDeprecatedUses,
 };

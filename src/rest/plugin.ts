@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Handler, HandlerTable } from '../operations/types.js';
 import { ResourceLoaders } from '../resources/loaders.js';
 import type { AuditLog } from '../audit/audit-log.js';
+import type { DeprecatedUse } from '../deprecations/deprecated-use.js';
 import { recordDecision } from '../pipeline/record-decision.js';
 import { ANONYMOUS } from '../policy/principal.js';
 import { fromFastifyError } from './error-response.js';
@@ -23,6 +24,8 @@ export interface RestDeps extends RestStageDeps {
   /** operationId -> handler, for every route. */
   handlers: HandlerTable;
   audit: AuditLog;
+  /** Counts uses of deprecated operations per client. */
+  deprecatedUse: DeprecatedUse;
   /** From KEY_ENCRYPTION_SECRET (idempotency.ts says why). */
   idempotencyHashKey: Buffer;
 }
@@ -67,7 +70,14 @@ export async function registerRest(app: FastifyInstance, deps: RestDeps): Promis
 
     // The decision is recorded once the response is sent, whichever way the request ended.
     scope.addHook('onResponse', (request, _reply, done) => {
-      if (request.exchange) recordDecision(request.exchange, deps.audit);
+      const ex = request.exchange;
+      if (ex) {
+        recordDecision(ex, deps.audit);
+        // A deprecated operation that was allowed to run is a use to count (its client must move on).
+        if (ex.route.deprecated && ex.decision?.decision === 'allow') {
+          deps.deprecatedUse.record(ex.principal.kind === 'anonymous' ? null : ex.principal.clientId, 'rest', ex.route.operationId);
+        }
+      }
       done();
     });
 

@@ -10,6 +10,7 @@ import { userSignIn } from './migrations/007-user-sign-in.js';
 import { authorizationCodeOutcome } from './migrations/008-authorization-code-outcome.js';
 import { userRevocations } from './migrations/009-user-revocations.js';
 import { selfContainedTokens } from './migrations/010-self-contained-tokens.js';
+import { deprecatedUses } from './migrations/011-deprecated-uses.js';
 
 /** The ordered migration set. Names sort in application order; never rename or edit a shipped one. */
 function migrationsFor(db: Db): Record<string, Migration> {
@@ -24,6 +25,7 @@ function migrationsFor(db: Db): Record<string, Migration> {
     '008-authorization-code-outcome': authorizationCodeOutcome,
     '009-user-revocations': userRevocations,
     '010-self-contained-tokens': selfContainedTokens,
+    '011-deprecated-uses': deprecatedUses,
   };
 }
 

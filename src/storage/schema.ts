@@ -101,6 +101,20 @@ export interface RevokedAccessTokensTable {
   expiresAt: string;
 }
 
+/** Uses of deprecated REST operations and GraphQL fields, per client (migration 011). */
+export interface DeprecatedUsesTable {
+  id: string;
+  /** '' for requests without a token. */
+  clientId: string;
+  interface: 'rest' | 'graphql';
+  /** The REST operationId or the GraphQL `Type.field`. */
+  name: string;
+  /** bigint on PostgreSQL: the driver returns it as text. */
+  uses: number | string;
+  firstUsedAt: string;
+  lastUsedAt: string;
+}
+
 /** A browser's sign-in; `id` is the SHA-256 digest of the session cookie. */
 export interface LoginSessionsTable {
   id: string;
@@ -275,6 +289,7 @@ export interface Database {
   signingKeys: SigningKeysTable;
   accessTokens: AccessTokensTable;
   revokedAccessTokens: RevokedAccessTokensTable;
+  deprecatedUses: DeprecatedUsesTable;
   auditEvents: AuditEventsTable;
   idempotencyKeys: IdempotencyKeysTable;
   invalidations: InvalidationsTable;
