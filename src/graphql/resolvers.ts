@@ -213,7 +213,8 @@ async function* readableEvents(
   try {
     for await (const event of events) {
       if (!wanted(event)) continue;
-      const check: GraphqlContext = { ...ctx, loaders: new ResourceLoaders(ctx.deps.operations) };
+      // The caller as of now: a role changed since the subscription began is the one that counts.
+      const check: GraphqlContext = { ...ctx, principal: ctx.exchange.principal, loaders: new ResourceLoaders(ctx.deps.operations) };
       const allowed = await readableObject(check, typeName, event as ResourceRow).then(
         () => true,
         (error: unknown) => {

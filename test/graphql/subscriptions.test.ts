@@ -120,6 +120,26 @@ describe.each(DATABASE_KINDS)('GraphQL subscriptions over WebSocket (graphql-ws)
     expect(sub.results).toEqual([]);
   });
 
+  it('follows a role taken away while subscribed: a draft\'s comments stop once its editor is a member again', async () => {
+    const editor = await t.createUser('editor');
+    const authorToken = await author.token();
+    const draft = await createPost(t, authorToken, { title: 'draft under review', status: 'draft' });
+    const { client } = connect({ authorization: `Bearer ${await editor.token()}` });
+    const sub = subscribe(client, 'subscription ($post: ID!) { commentAdded(postId: $post) { body } }', { post: draft.id });
+    await settle();
+    await createComment(t, authorToken, draft.id, 'for the editor');
+    expect(await sub.nextResult()).toEqual({ data: { commentAdded: { body: 'for the editor' } } });
+    const admin = await t.adminClientToken();
+    const current = (await t.request({ url: `/v1/users/${editor.id}`, token: admin })).json();
+    const put = await t.request({ method: 'PUT', url: `/v1/users/${editor.id}`, token: admin, body: { email: current.email, name: current.name, role: 'member', active: true } });
+    expect(put.statusCode, put.body).toBe(200);
+    // The next check of the socket's token (within a second) sees the member.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await createComment(t, authorToken, draft.id, 'not for a member');
+    await settle();
+    expect(sub.results).toEqual([]);
+  });
+
   it('refuses a subscription to the comments of a post the subscriber may not read, as if it did not exist', async () => {
     const draft = await createPost(t, await author.token(), { title: 'secret', status: 'draft' });
     const { client } = connect({ authorization: `Bearer ${await reader.token()}` });

@@ -69,11 +69,14 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
   }, RECHECK_INTERVAL_MS);
   recheck.unref();
 
+  /** Authenticates the connection's token again; its principal follows (a changed role), its subject may not. */
   async function stillAuthenticated(connection: Connection): Promise<boolean> {
     try {
       const principal = await authenticate(connection.exchange.credentials, deps);
       const held = connection.exchange.principal;
-      return principal.kind !== 'anonymous' && held.kind !== 'anonymous' && principal.subject === held.subject;
+      if (principal.kind === 'anonymous' || held.kind === 'anonymous' || principal.subject !== held.subject) return false;
+      connection.exchange.principal = principal;
+      return true;
     } catch {
       return false;
     }
