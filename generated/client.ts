@@ -756,6 +756,7 @@ export interface components {
             interface: "rest" | "graphql";
             /** @description The REST operationId, or the GraphQL field as `Type.field`. */
             name: string;
+            /** Format: int64 */
             uses: number;
             firstUsedAt: components["schemas"]["Timestamp"];
             lastUsedAt: components["schemas"]["Timestamp"];

@@ -4144,7 +4144,8 @@ export const routes: readonly RouteDefinition[] = [
                       "null"
                     ],
                     "description": "The OAuth client_id of the tokens it was used with; null without a token.",
-                    "maxLength": 128
+                    "maxLength": 128,
+                    "pattern": "^[A-Za-z0-9._-]+$"
                   },
                   "interface": {
                     "type": "string",
@@ -4156,11 +4157,14 @@ export const routes: readonly RouteDefinition[] = [
                   "name": {
                     "type": "string",
                     "description": "The REST operationId, or the GraphQL field as `Type.field`.",
-                    "maxLength": 256
+                    "maxLength": 256,
+                    "pattern": "^[A-Za-z0-9._]+$"
                   },
                   "uses": {
                     "type": "integer",
-                    "minimum": 1
+                    "format": "int64",
+                    "minimum": 1,
+                    "maximum": 9007199254740991
                   },
                   "firstUsedAt": {
                     "type": "string",
