@@ -61,7 +61,7 @@ export interface paths {
         };
         /**
          * List a user's posts
-         * @description Returns one page of the posts written by the user, in creation order. Only posts the caller may read are included: another user's drafts are visible to editors and administrators only.
+         * @description Returns one page of the posts written by the user, in creation order. Only posts the caller may read are included: another user's drafts are visible to editors and administrators only. A user that does not exist, or whose profile the caller may not read, answers `404 NOT_FOUND` as `GET /v1/users/{userId}` would (`GET /v1/posts?authorId=` lists anyone's published posts).
          */
         get: operations["listUserPosts"];
         put?: never;
@@ -1571,6 +1571,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];

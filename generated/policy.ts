@@ -327,7 +327,11 @@ export const policy: PolicyTable = {
         "read:posts"
       ],
       "permission": "read_post",
-      "resource": null,
+      "resource": {
+        "type": "user",
+        "param": "userId",
+        "action": "read"
+      },
       "deprecated": false
     },
     "rest:listPosts": {

@@ -1097,6 +1097,9 @@ export const routes: readonly RouteDefinition[] = [
         "403": {
           "$ref": "Error#"
         },
+        "404": {
+          "$ref": "Error#"
+        },
         "406": {
           "$ref": "Error#"
         },
@@ -1192,7 +1195,11 @@ export const routes: readonly RouteDefinition[] = [
         "read:posts"
       ],
       "permission": "read_post",
-      "resource": null,
+      "resource": {
+        "type": "user",
+        "param": "userId",
+        "action": "read"
+      },
       "deprecated": false
     }
   },

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DATABASE_KINDS } from '../helpers/databases.js';
 import type { TestApp, TestUser } from '../helpers/app.js';
-import { REALM, UNAUTHENTICATED, createPost, expectError, expectPrivateJson, readUser, startAccessApp, type PostView } from './support.js';
+import { NOT_FOUND, REALM, UNAUTHENTICATED, createPost, expectError, expectPrivateJson, readUser, startAccessApp, type PostView } from './support.js';
 
 describe.each(DATABASE_KINDS)('lists are filtered by the policy in the database on %s', (kind) => {
   let t: TestApp;
@@ -131,13 +131,20 @@ describe.each(DATABASE_KINDS)('lists are filtered by the policy in the database 
     await walk(`/v1/posts?authorId=${bob.id}&status=draft&limit=3`, await editor.token(), 3, expected);
   });
 
-  it('filters GET /v1/users/{id}/posts: another member’s published posts only', async () => {
-    const expected = (await allPosts()).filter((p) => p.authorId === carol.id && p.status === 'published');
-    await walk(`/v1/users/${carol.id}/posts?limit=2`, await alice.token(), 2, expected);
-    expectPrivateJson(await t.request({ url: `/v1/users/${carol.id}/posts?status=draft`, token: await alice.token() }), {
-      data: [],
-      page: { limit: 20, next: null },
-    });
+  it('answers GET /v1/users/{id}/posts under a user the caller may not read, or that does not exist, with the user’s 404', async () => {
+    const token = await alice.token();
+    // Carol's published posts are listed by GET /v1/posts?authorId=; her profile, and so the collection under it, is not Alice's to read.
+    const published = (await allPosts()).filter((p) => p.authorId === carol.id && p.status === 'published');
+    expect(published.length).toBeGreaterThan(0);
+    await walk(`/v1/posts?authorId=${carol.id}&limit=2`, token, 2, published);
+    for (const url of [`/v1/users/${carol.id}`, `/v1/users/${carol.id}/posts`, `/v1/users/${carol.id}/posts?status=published`]) {
+      expectError(await t.request({ url, token }), 404, NOT_FOUND);
+    }
+    const missing = 'u-does-not-exist';
+    for (const caller of [token, await editor.token()]) {
+      expectError(await t.request({ url: `/v1/users/${missing}`, token: caller }), 404, NOT_FOUND);
+      expectError(await t.request({ url: `/v1/users/${missing}/posts`, token: caller }), 404, NOT_FOUND);
+    }
   });
 
   it('gives GET /v1/users/{id}/posts all of a member’s own posts and all of anyone’s to an editor', async () => {
