@@ -32,7 +32,8 @@ export type User = {
   active: Scalars['Boolean']['output'];
   createdAt: Scalars['DateTime']['output'];
   updatedAt: Scalars['DateTime']['output'];
-  posts: PostConnection;
+  /** The user's posts the caller may read; null, with the error, without the read:posts scope. */
+  posts?: Maybe<PostConnection>;
 };
 
 
@@ -56,9 +57,10 @@ export type Post = {
   published: Scalars['Boolean']['output'];
   createdAt: Scalars['DateTime']['output'];
   updatedAt: Scalars['DateTime']['output'];
-  comments: CommentConnection;
-  /** The comments the caller may read (all of a post they may read). */
-  commentCount: Scalars['Int']['output'];
+  /** The post's comments; null, with the error, without the read:comments scope. */
+  comments?: Maybe<CommentConnection>;
+  /** The comments the caller may read (all of a post they may read); null, with the error, without the read:comments scope. */
+  commentCount?: Maybe<Scalars['Int']['output']>;
 };
 
 
@@ -130,22 +132,34 @@ export type CommentInput = {
   body: Scalars['String']['input'];
 };
 
+/**
+ * Reads. A field the caller may not use is null with its error (extensions.code, path) and the other fields
+ * keep their data (status 200).
+ */
 export type Query = {
   __typename?: 'Query';
   me?: Maybe<User>;
   user?: Maybe<User>;
-  users: UserConnection;
+  users?: Maybe<UserConnection>;
   post?: Maybe<Post>;
-  posts: PostConnection;
+  posts?: Maybe<PostConnection>;
   comment?: Maybe<Comment>;
 };
 
 
+/**
+ * Reads. A field the caller may not use is null with its error (extensions.code, path) and the other fields
+ * keep their data (status 200).
+ */
 export type QueryUserArgs = {
   id: Scalars['ID']['input'];
 };
 
 
+/**
+ * Reads. A field the caller may not use is null with its error (extensions.code, path) and the other fields
+ * keep their data (status 200).
+ */
 export type QueryUsersArgs = {
   first: Scalars['Int']['input'];
   after?: InputMaybe<Scalars['String']['input']>;
@@ -154,11 +168,19 @@ export type QueryUsersArgs = {
 };
 
 
+/**
+ * Reads. A field the caller may not use is null with its error (extensions.code, path) and the other fields
+ * keep their data (status 200).
+ */
 export type QueryPostArgs = {
   id: Scalars['ID']['input'];
 };
 
 
+/**
+ * Reads. A field the caller may not use is null with its error (extensions.code, path) and the other fields
+ * keep their data (status 200).
+ */
 export type QueryPostsArgs = {
   first: Scalars['Int']['input'];
   after?: InputMaybe<Scalars['String']['input']>;
@@ -167,10 +189,18 @@ export type QueryPostsArgs = {
 };
 
 
+/**
+ * Reads. A field the caller may not use is null with its error (extensions.code, path) and the other fields
+ * keep their data (status 200).
+ */
 export type QueryCommentArgs = {
   id: Scalars['ID']['input'];
 };
 
+/**
+ * Writes, run in order. A refused mutation fails the request with its status (its result is non-null), and
+ * the mutations after it in the document do not run.
+ */
 export type Mutation = {
   __typename?: 'Mutation';
   createUser: User;
@@ -185,50 +215,86 @@ export type Mutation = {
 };
 
 
+/**
+ * Writes, run in order. A refused mutation fails the request with its status (its result is non-null), and
+ * the mutations after it in the document do not run.
+ */
 export type MutationCreateUserArgs = {
   input: UserCreateInput;
 };
 
 
+/**
+ * Writes, run in order. A refused mutation fails the request with its status (its result is non-null), and
+ * the mutations after it in the document do not run.
+ */
 export type MutationReplaceUserArgs = {
   id: Scalars['ID']['input'];
   input: UserReplaceInput;
 };
 
 
+/**
+ * Writes, run in order. A refused mutation fails the request with its status (its result is non-null), and
+ * the mutations after it in the document do not run.
+ */
 export type MutationDeleteUserArgs = {
   id: Scalars['ID']['input'];
 };
 
 
+/**
+ * Writes, run in order. A refused mutation fails the request with its status (its result is non-null), and
+ * the mutations after it in the document do not run.
+ */
 export type MutationCreatePostArgs = {
   input: PostInput;
 };
 
 
+/**
+ * Writes, run in order. A refused mutation fails the request with its status (its result is non-null), and
+ * the mutations after it in the document do not run.
+ */
 export type MutationReplacePostArgs = {
   id: Scalars['ID']['input'];
   input: PostInput;
 };
 
 
+/**
+ * Writes, run in order. A refused mutation fails the request with its status (its result is non-null), and
+ * the mutations after it in the document do not run.
+ */
 export type MutationDeletePostArgs = {
   id: Scalars['ID']['input'];
 };
 
 
+/**
+ * Writes, run in order. A refused mutation fails the request with its status (its result is non-null), and
+ * the mutations after it in the document do not run.
+ */
 export type MutationCreateCommentArgs = {
   postId: Scalars['ID']['input'];
   input: CommentInput;
 };
 
 
+/**
+ * Writes, run in order. A refused mutation fails the request with its status (its result is non-null), and
+ * the mutations after it in the document do not run.
+ */
 export type MutationReplaceCommentArgs = {
   id: Scalars['ID']['input'];
   input: CommentInput;
 };
 
 
+/**
+ * Writes, run in order. A refused mutation fails the request with its status (its result is non-null), and
+ * the mutations after it in the document do not run.
+ */
 export type MutationDeleteCommentArgs = {
   id: Scalars['ID']['input'];
 };
@@ -391,7 +457,7 @@ export type UserResolvers<ContextType = GraphqlContext, ParentType extends Resol
   active?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
   createdAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
   updatedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
-  posts?: Resolver<ResolversTypes['PostConnection'], ParentType, ContextType, RequireFields<UserPostsArgs, 'first'>>;
+  posts?: Resolver<Maybe<ResolversTypes['PostConnection']>, ParentType, ContextType, RequireFields<UserPostsArgs, 'first'>>;
 };
 
 export type PostResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['Post'] = ResolversParentTypes['Post']> = {
@@ -404,8 +470,8 @@ export type PostResolvers<ContextType = GraphqlContext, ParentType extends Resol
   published?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
   createdAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
   updatedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
-  comments?: Resolver<ResolversTypes['CommentConnection'], ParentType, ContextType, RequireFields<PostCommentsArgs, 'first'>>;
-  commentCount?: Resolver<ResolversTypes['Int'], ParentType, ContextType>;
+  comments?: Resolver<Maybe<ResolversTypes['CommentConnection']>, ParentType, ContextType, RequireFields<PostCommentsArgs, 'first'>>;
+  commentCount?: Resolver<Maybe<ResolversTypes['Int']>, ParentType, ContextType>;
 };
 
 export type CommentResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['Comment'] = ResolversParentTypes['Comment']> = {
@@ -441,9 +507,9 @@ export type UserConnectionResolvers<ContextType = GraphqlContext, ParentType ext
 export type QueryResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['Query'] = ResolversParentTypes['Query']> = {
   me?: Resolver<Maybe<ResolversTypes['User']>, ParentType, ContextType>;
   user?: Resolver<Maybe<ResolversTypes['User']>, ParentType, ContextType, RequireFields<QueryUserArgs, 'id'>>;
-  users?: Resolver<ResolversTypes['UserConnection'], ParentType, ContextType, RequireFields<QueryUsersArgs, 'first'>>;
+  users?: Resolver<Maybe<ResolversTypes['UserConnection']>, ParentType, ContextType, RequireFields<QueryUsersArgs, 'first'>>;
   post?: Resolver<Maybe<ResolversTypes['Post']>, ParentType, ContextType, RequireFields<QueryPostArgs, 'id'>>;
-  posts?: Resolver<ResolversTypes['PostConnection'], ParentType, ContextType, RequireFields<QueryPostsArgs, 'first'>>;
+  posts?: Resolver<Maybe<ResolversTypes['PostConnection']>, ParentType, ContextType, RequireFields<QueryPostsArgs, 'first'>>;
   comment?: Resolver<Maybe<ResolversTypes['Comment']>, ParentType, ContextType, RequireFields<QueryCommentArgs, 'id'>>;
 };
 

@@ -88,6 +88,7 @@ export async function registerGraphql(app: FastifyInstance, pluginDeps: GraphqlP
     });
     const schema = scope.graphql.schema;
     const documents = new DocumentCache();
+    const prepared = new WeakMap<DocumentNode, Map<string, PreparedOperation>>();
     // Mercurius attaches subscription resolvers only when its own subscription server is on; graphql-ws
     // serves them here, from the same schema object.
     const subscriptionFields = schema.getSubscriptionType()?.getFields() ?? {};
@@ -146,14 +147,7 @@ export async function registerGraphql(app: FastifyInstance, pluginDeps: GraphqlP
       const source = deps.trustedDocuments ? deps.trustedDocuments.resolve(params.query, params.extensions) : params.query;
       if (typeof source !== 'string') throw new ApiError('VALIDATION_FAILED', 'The body needs `query`, a string.');
       const document = documents.parse(source, deps.limits);
-      checkDocumentLimits(schema, document, params.operationName, params.variables, deps.limits);
-      const operation = getOperationAST(document, params.operationName);
-      if (!operation) {
-        const message = params.operationName ? `The document has no operation named "${params.operationName}".` : 'The document must name the operation to run (`operationName`).';
-        throw new ApiError('VALIDATION_FAILED', message);
-      }
-      if (operation.operation === 'subscription') throw new ApiError('VALIDATION_FAILED', 'Subscriptions are not served over HTTP POST.');
-      const fields = rootFields(document, operation);
+      const { operation, fields } = prepareOperation(document, params);
       if (fields.introspection) decideRequest(ex, introspectionAccess, `${rootTypeName(operation)}.__schema`);
       refuseAnonymous(ex, operation, fields.names);
 
@@ -185,6 +179,31 @@ export async function registerGraphql(app: FastifyInstance, pluginDeps: GraphqlP
       // Nothing resolved (a non-null root field failed): the request failed as a whole, with the first error's status.
       const status = execution.data == null && errors.length > 0 ? statusOf(errors[0]!) : 200;
       return { status, result };
+    }
+
+    /**
+     * The operation the request runs, within the limits, and its root fields. A verdict that read no
+     * variable is kept with the parsed document: a client's repeated document is measured once.
+     */
+    function prepareOperation(document: DocumentNode, params: RequestParams): PreparedOperation {
+      const name = params.operationName ?? '';
+      const known = prepared.get(document)?.get(name);
+      if (known) return known;
+      const { readVariables } = checkDocumentLimits(schema, document, params.operationName, params.variables, deps.limits);
+      const operation = getOperationAST(document, params.operationName);
+      if (!operation) {
+        const message = params.operationName ? `The document has no operation named "${params.operationName}".` : 'The document must name the operation to run (`operationName`).';
+        throw new ApiError('VALIDATION_FAILED', message);
+      }
+      if (operation.operation === 'subscription') throw new ApiError('VALIDATION_FAILED', 'Subscriptions are not served over HTTP POST.');
+      const operationOf: PreparedOperation = { operation, fields: rootFields(document, operation) };
+      if (!readVariables) {
+        // Bounded by the document cache (a document that leaves it is collected) and by its operations.
+        const byName = prepared.get(document) ?? new Map<string, PreparedOperation>();
+        byName.set(name, operationOf);
+        prepared.set(document, byName);
+      }
+      return operationOf;
     }
 
     /** A request-level access decision (introspection), recorded like a root field's. */
@@ -318,6 +337,12 @@ function rootFields(document: DocumentNode, operation: OperationDefinitionNode):
   };
   visit(operation.selectionSet);
   return { names, introspection };
+}
+
+/** An operation of a parsed document that passed the limits, with its root fields. */
+interface PreparedOperation {
+  operation: OperationDefinitionNode;
+  fields: { names: Set<string>; introspection: boolean };
 }
 
 interface ExecutionBody {

@@ -100,6 +100,8 @@ const EMPTY: Measure = { depth: 0, introspectionDepth: 0, cost: 0, aliases: 0 };
  * types, undefined or cyclic fragments (validation reports those afterwards) are measured as far as they
  * go, never followed forever — and measures each fragment once however often it is spread, so that a
  * document of nested, repeated spreads costs time linear in its size, not in what it expands to.
+ * Says whether the verdict read a variable (a page size given as `$first`): one that did not holds for
+ * every later run of the same document and operation.
  */
 export function checkDocumentLimits(
   schema: GraphQLSchema,
@@ -107,15 +109,16 @@ export function checkDocumentLimits(
   operationName: string | null | undefined,
   variables: Readonly<Record<string, unknown>> | null | undefined,
   limits: GraphqlLimits,
-): void {
+): { readVariables: boolean } {
+  let readVariables = false;
   const operation = selectOperation(document, operationName);
-  if (!operation) return;
+  if (!operation) return { readVariables };
   const fragments = new Map<string, FragmentDefinitionNode>();
   for (const definition of document.definitions) {
     if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
   }
   const rootType = schema.getRootType(operation.operation);
-  if (!rootType) return;
+  if (!rootType) return { readVariables };
   const measured = new Map<string, Measure>();
   const inProgress = new Set<string>();
 
@@ -132,6 +135,7 @@ export function checkDocumentLimits(
     if (argument?.value.kind === Kind.INT) value = Number(argument.value.value);
     else if (argument?.value.kind === Kind.VARIABLE) {
       const name = argument.value.name.value;
+      readVariables = true;
       const fallback = variableDefaults.get(name);
       value = variables?.[name] ?? (fallback?.kind === Kind.INT ? Number(fallback.value) : undefined);
     } else if (argument?.value.kind === Kind.NULL) value = undefined;
@@ -214,6 +218,7 @@ export function checkDocumentLimits(
   if (measure.introspectionDepth > INTROSPECTION_MAX_DEPTH) {
     throw new LimitExceededError('QUERY_TOO_DEEP', `Depth limit: the introspection query is ${measure.introspectionDepth} levels deep, at most ${INTROSPECTION_MAX_DEPTH} are allowed.`);
   }
+  return { readVariables };
 }
 
 function tooCostly(limits: GraphqlLimits): LimitExceededError {

@@ -89,6 +89,31 @@ describe.each(DATABASE_KINDS)('POST /graphql on %s', (kind) => {
     });
   });
 
+  it('keeps the rest of the data when a connection or a relation is refused: the refused field alone is null', async () => {
+    const token = await member.token(['read:posts']);
+    const lists = await gql('{ users(first: 3) { nodes { id } } posts(first: 1, authorId: "' + author.id + '") { nodes { id } } }', { token });
+    expect({ status: lists.statusCode, body: lists.json() }).toEqual({
+      status: 200,
+      body: {
+        data: { users: null, posts: { nodes: [{ id: published.id }] } },
+        errors: [{ message: 'The access token needs the scope read:users.', locations: [{ line: 1, column: 3 }], path: ['users'], extensions: { code: 'INSUFFICIENT_SCOPE' } }],
+      },
+    });
+    const query = `{ post(id: "${published.id}") { title commentCount comments(first: 1) { nodes { id } } } }`;
+    const nested = await gql(query, { token });
+    const column = (field: string) => query.indexOf(field) + 1;
+    expect({ status: nested.statusCode, body: nested.json() }).toEqual({
+      status: 200,
+      body: {
+        data: { post: { title: 'Published', commentCount: null, comments: null } },
+        errors: [
+          { message: 'The access token needs the scope read:comments.', locations: [{ line: 1, column: column('commentCount') }], path: ['post', 'commentCount'], extensions: { code: 'INSUFFICIENT_SCOPE' } },
+          { message: 'The access token needs the scope read:comments.', locations: [{ line: 1, column: column('comments(') }], path: ['post', 'comments'], extensions: { code: 'INSUFFICIENT_SCOPE' } },
+        ],
+      },
+    });
+  });
+
   it('runs a mutation through the REST handler and validator, and refuses input the REST body would refuse', async () => {
     const created = await gql('mutation { createPost(input: { title: "From GraphQL", body: "b", status: draft }) { id title status authorId } }', { token: memberToken });
     expect(created.statusCode, created.body).toBe(200);

@@ -140,6 +140,53 @@ describe.each(DATABASE_KINDS)('GraphQL subscriptions over WebSocket (graphql-ws)
     expect(sub.results).toEqual([]);
   });
 
+  it('decides every field of an event for the subscriber as they are then: a demoted editor no longer sees an author\'s email', async () => {
+    const editor = await t.createUser('editor');
+    const authorToken = await author.token();
+    const { client } = connect({ authorization: `Bearer ${await editor.token()}` });
+    const sub = subscribe(client, 'subscription { postPublished { title author { email } } }');
+    await settle();
+    await createPost(t, authorToken, { title: 'seen by an editor', status: 'published' });
+    expect(await sub.nextResult()).toEqual({ data: { postPublished: { title: 'seen by an editor', author: { email: author.email } } } });
+    const admin = await t.adminClientToken();
+    const current = (await t.request({ url: `/v1/users/${editor.id}`, token: admin })).json();
+    const put = await t.request({ method: 'PUT', url: `/v1/users/${editor.id}`, token: admin, body: { email: current.email, name: current.name, role: 'member', active: true } });
+    expect(put.statusCode, put.body).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await createPost(t, authorToken, { title: 'seen by a member', status: 'published' });
+    expect(await sub.nextResult()).toEqual({
+      data: { postPublished: { title: 'seen by a member', author: null } },
+      errors: [{ message: 'The resource does not exist.', locations: [{ line: 1, column: 38 }], path: ['postPublished', 'author'], extensions: { code: 'NOT_FOUND' } }],
+    });
+  });
+
+  it('holds a socket to 10 subscriptions, even when the subscribe frames arrive in one read', async () => {
+    const socket = new WebSocket(url, 'graphql-transport-ws');
+    const messages: { id?: string; type: string; payload?: unknown }[] = [];
+    socket.on('message', (data) => messages.push(JSON.parse(String(data))));
+    await new Promise((resolve) => socket.once('open', resolve));
+    socket.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${await reader.token()}` } }));
+    const deadline = Date.now() + 3000;
+    while (!messages.some((m) => m.type === 'connection_ack') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(messages).toEqual([{ type: 'connection_ack' }]);
+    // Twenty subscribe frames in one TCP write: the server reads them in one go, before any check awaits.
+    const raw = (socket as unknown as { _socket: import('node:net').Socket })._socket;
+    raw.cork();
+    for (let i = 0; i < 20; i++) socket.send(JSON.stringify({ id: `s${i}`, type: 'subscribe', payload: { query: 'subscription { postPublished { title } }' } }));
+    raw.uncork();
+    await settle();
+    await createPost(t, await author.token(), { title: 'counted', status: 'published' });
+    await settle();
+    socket.close();
+    const refused = messages.filter((m) => m.type === 'error');
+    const delivered = messages.filter((m) => m.type === 'next');
+    expect(refused).toHaveLength(10);
+    for (const m of refused) expect(m.payload).toEqual([{ message: 'At most 10 subscriptions per connection.', extensions: { code: 'QUERY_TOO_COMPLEX' } }]);
+    expect(delivered).toHaveLength(10);
+    for (const m of delivered) expect(m.payload).toEqual({ data: { postPublished: { title: 'counted' } } });
+    expect(new Set([...refused, ...delivered].map((m) => m.id)).size).toBe(20);
+  });
+
   it('refuses a subscription to the comments of a post the subscriber may not read, as if it did not exist', async () => {
     const draft = await createPost(t, await author.token(), { title: 'secret', status: 'draft' });
     const { client } = connect({ authorization: `Bearer ${await reader.token()}` });

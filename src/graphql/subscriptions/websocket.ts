@@ -1,6 +1,16 @@
 import type { FastifyRequest } from 'fastify';
 import type { WebSocket } from '@fastify/websocket';
-import { getOperationAST, GraphQLError, specifiedRules, validate, type ExecutionArgs, type GraphQLSchema } from 'graphql';
+import {
+  createSourceEventStream,
+  execute,
+  getOperationAST,
+  GraphQLError,
+  specifiedRules,
+  validate,
+  type ExecutionArgs,
+  type ExecutionResult,
+  type GraphQLSchema,
+} from 'graphql';
 import { makeHandler } from 'graphql-ws/use/@fastify/websocket';
 import { ApiError } from '../../errors/registry.js';
 import { checkDocumentLimits, LimitExceededError, parseWithinLimits } from '../../limits/graphql-limits.js';
@@ -59,6 +69,25 @@ export interface SubscriptionServerOptions {
 export function subscriptionHandler(options: SubscriptionServerOptions) {
   const { schema, deps } = options;
   const connections = new Map<WebSocket, Connection>();
+  const connectionOf = new WeakMap<GraphqlContext, Connection>();
+
+  /**
+   * A context for the connection's caller as of now (a role lowered since the subscription began is the
+   * one that counts) with loaders of its own (an object read for an earlier event may have changed since).
+   */
+  function contextOf(connection: Connection): GraphqlContext {
+    const { principal } = connection.exchange;
+    const context: GraphqlContext = {
+      principal,
+      requestId: connection.exchange.requestId,
+      loaders: new ResourceLoaders(deps.operations),
+      counts: new ReadableCounts(deps.operations, principal),
+      exchange: connection.exchange,
+      deps,
+    };
+    connectionOf.set(context, connection);
+    return context;
+  }
 
   const recheck = setInterval(() => {
     for (const connection of connections.values()) {
@@ -114,6 +143,10 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
         if (connection.subscriptions >= MAX_SUBSCRIPTIONS_PER_CONNECTION) {
           return [refusal('QUERY_TOO_COMPLEX', `At most ${MAX_SUBSCRIPTIONS_PER_CONNECTION} subscriptions per connection.`)];
         }
+        // The slot is taken before the first await, so that frames read in one go cannot all pass the
+        // check above; a refusal gives it back (onComplete does for a subscription that ran).
+        connection.subscriptions++;
+        let admitted = false;
         try {
           // Each subscription is a request against the caller's budget, as a POST would be.
           await limit(connection.exchange, deps);
@@ -125,22 +158,21 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
           if (operation.operation !== 'subscription') return [refusal('VALIDATION_FAILED', 'Only subscriptions run over WebSocket; send queries and mutations with POST.')];
           const invalid = validate(schema, document, specifiedRules);
           if (invalid.length > 0) return invalid.map((error) => refusal('VALIDATION_FAILED', withoutSuggestions(error.message)));
-          connection.subscriptions++;
-          const contextValue: GraphqlContext = {
-            principal: connection.exchange.principal,
-            requestId: connection.exchange.requestId,
-            loaders: new ResourceLoaders(deps.operations),
-            counts: new ReadableCounts(deps.operations, connection.exchange.principal),
-            exchange: connection.exchange,
-            deps,
-          };
-          return { schema, document, operationName: payload.operationName, variableValues: payload.variables, contextValue };
+          admitted = true;
+          return { schema, document, operationName: payload.operationName, variableValues: payload.variables, contextValue: contextOf(connection) };
         } catch (error) {
           if (error instanceof LimitExceededError || error instanceof PersistedQueryNotFoundError) return [refusal(error.code, error.message)];
           if (error instanceof ApiError) return [refusal(error.code, error.message)];
           if (error instanceof GraphQLError) return [refusal('VALIDATION_FAILED', withoutSuggestions(error.message))];
           throw error;
+        } finally {
+          if (!admitted) connection.subscriptions--;
         }
+      },
+      subscribe(args) {
+        const connection = connectionOf.get(args.contextValue as GraphqlContext);
+        if (!connection) throw new Error('A subscription without its connection');
+        return subscribeEvents(args, () => contextOf(connection));
       },
       onComplete(ctx) {
         const connection = connections.get(ctx.extra.socket);
@@ -167,6 +199,34 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
       for (const connection of connections.values()) close(connection.socket, 1001, 'Server shutting down');
     },
   };
+}
+
+/**
+ * graphql's `subscribe` with one difference: each event is executed with a context of its own (`fresh`),
+ * not the one the subscription began with, so that every field of every event is decided for the
+ * subscriber as they are when it happens.
+ */
+async function subscribeEvents(args: ExecutionArgs, fresh: () => GraphqlContext): Promise<AsyncIterableIterator<ExecutionResult> | ExecutionResult> {
+  const stream = await createSourceEventStream(args);
+  if (!(Symbol.asyncIterator in stream)) return stream;
+  const events = stream as AsyncIterableIterator<unknown>;
+  const results: AsyncIterableIterator<ExecutionResult> = {
+    async next() {
+      const step = await events.next();
+      if (step.done) return { done: true, value: undefined };
+      return { done: false, value: await execute({ ...args, rootValue: step.value, contextValue: fresh() }) };
+    },
+    async return() {
+      await events.return?.();
+      return { done: true, value: undefined };
+    },
+    async throw(error: unknown) {
+      await events.return?.();
+      throw error;
+    },
+    [Symbol.asyncIterator]: () => results,
+  };
+  return results;
 }
 
 function refusal(code: string, message: string): GraphQLError {
