@@ -40,3 +40,14 @@ export function fieldError(error: GraphQLError, log: FastifyBaseLogger): Graphql
   return body;
 }
 
+
+/**
+ * A mutation not run because one before it in the document failed. Its request has failed as a whole (the
+ * failed mutation's result is non-null), so it is left out of `errors`: only the failure that stopped the
+ * request is reported, as graphql-js reports it.
+ */
+export class MutationNotRun extends Error {
+  constructor() {
+    super('Not run: a mutation before it failed.');
+  }
+}

@@ -23,7 +23,7 @@ import { deprecatedFieldsOf } from './deprecated-fields.js';
 import { resolvers } from './resolvers.js';
 import { subscriptionHandler } from './subscriptions/websocket.js';
 import { PersistedQueryNotFoundError } from './trusted-documents.js';
-import { fieldError, requestError, type GraphqlErrorBody } from './errors.js';
+import { fieldError, MutationNotRun, requestError, type GraphqlErrorBody } from './errors.js';
 
 export interface GraphqlPluginDeps extends Omit<GraphqlDeps, 'rootFields' | 'bodySchemaOf'> {
   /** Largest WebSocket message accepted (BODY_LIMIT, as for a POST body). */
@@ -158,6 +158,7 @@ export async function registerGraphql(app: FastifyInstance, pluginDeps: GraphqlP
         counts: new ReadableCounts(deps.operations, ex.principal),
         exchange: ex,
         deps,
+        mutationFailed: false,
       };
       let execution: { data?: unknown; errors?: readonly GraphQLError[] };
       try {
@@ -167,7 +168,7 @@ export async function registerGraphql(app: FastifyInstance, pluginDeps: GraphqlP
         if (Array.isArray(errors)) throw new GraphqlRequestError(errors.map((e) => requestError(e)));
         throw error;
       }
-      const errors = execution.errors?.map((e) => fieldError(e, log)) ?? [];
+      const errors = execution.errors?.flatMap((e) => (e.originalError instanceof MutationNotRun ? [] : [fieldError(e, log)])) ?? [];
       // Nothing executed (the variables did not coerce, found by a compiled document): a request error.
       if (execution.data == null && errors.length > 0 && errors.every((error) => error.path === undefined)) throw new GraphqlRequestError(errors);
       // It ran: each deprecated field it asked for is a use to count (its client must move on).

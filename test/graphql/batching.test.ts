@@ -109,4 +109,36 @@ describe.each(DATABASE_KINDS)('GraphQL resolves in batches on %s', (kind) => {
     const rows = await t.database.db.kysely.selectFrom('posts').select(['id', 'title']).where('id', 'in', [first!.id, second!.id, third!.id]).orderBy('id').execute();
     expect(rows.map((row) => row.title)).toEqual(['one', 'two', 'three']);
   });
+
+  it('stops at a refused mutation: the request fails with its status and the mutations after it do not run', async () => {
+    const member = await t.createUser('member');
+    const token = await member.token();
+    const query = `mutation ($theirs: ID!, $title: String!) {
+      mine: createPost(input: { title: $title, body: "before", status: draft }) { id }
+      refused: deletePost(id: $theirs)
+      after: createPost(input: { title: "never", body: "after", status: draft }) { id }
+    }`;
+    const before = await t.database.db.kysely.selectFrom('posts').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+    // Twice: the document's first run is graphql-js's, later ones run its compiled (JIT) form.
+    for (const title of ['first run', 'compiled run']) {
+      const theirs = (await t.database.db.kysely.selectFrom('posts').select('id').where('authorId', '!=', member.id).executeTakeFirstOrThrow()).id;
+      const res = await t.request({ method: 'POST', url: '/graphql', token, body: { query, variables: { theirs, title } } });
+      expect({ status: res.statusCode, body: res.json() }).toEqual({
+        status: 404,
+        body: {
+          data: null,
+          errors: [{ message: 'The resource does not exist.', locations: [{ line: 3, column: 7 }], path: ['refused'], extensions: { code: 'NOT_FOUND' } }],
+        },
+      });
+      const theirPost = await t.database.db.kysely.selectFrom('posts').select('id').where('id', '=', theirs).executeTakeFirst();
+      expect(theirPost).toEqual({ id: theirs });
+    }
+    const mine = await t.database.db.kysely.selectFrom('posts').select(['title', 'body']).where('authorId', '=', member.id).orderBy('id').execute();
+    expect(mine).toEqual([
+      { title: 'first run', body: 'before' },
+      { title: 'compiled run', body: 'before' },
+    ]);
+    const after = await t.database.db.kysely.selectFrom('posts').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+    expect(Number(after.n)).toBe(Number(before.n) + 2);
+  });
 });

@@ -84,6 +84,7 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
       counts: new ReadableCounts(deps.operations, principal),
       exchange: connection.exchange,
       deps,
+      mutationFailed: false,
     };
     connectionOf.set(context, connection);
     return context;
