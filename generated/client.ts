@@ -517,7 +517,7 @@ export interface components {
             createdAt: components["schemas"]["Timestamp"];
             /** @description The author; present only with `expand=author` and when the caller may read the author. */
             author?: components["schemas"]["User"];
-            /** @description The post commented on; present only with `expand=post`. */
+            /** @description The post commented on; present only with `expand=post` and when the caller may read the post. */
             post?: components["schemas"]["Post"];
         };
         /** @description A new comment. The author is the caller; the post is named in the path. */

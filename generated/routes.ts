@@ -2399,7 +2399,7 @@ export const routes: readonly RouteDefinition[] = [
                   },
                   "post": {
                     "type": "object",
-                    "description": "The post commented on; present only with `expand=post`.",
+                    "description": "The post commented on; present only with `expand=post` and when the caller may read the post.",
                     "additionalProperties": false,
                     "required": [
                       "id",
@@ -2779,7 +2779,7 @@ export const routes: readonly RouteDefinition[] = [
             },
             "post": {
               "type": "object",
-              "description": "The post commented on; present only with `expand=post`.",
+              "description": "The post commented on; present only with `expand=post` and when the caller may read the post.",
               "additionalProperties": false,
               "required": [
                 "id",
@@ -3120,7 +3120,7 @@ export const routes: readonly RouteDefinition[] = [
             },
             "post": {
               "type": "object",
-              "description": "The post commented on; present only with `expand=post`.",
+              "description": "The post commented on; present only with `expand=post` and when the caller may read the post.",
               "additionalProperties": false,
               "required": [
                 "id",
@@ -3450,7 +3450,7 @@ export const routes: readonly RouteDefinition[] = [
             },
             "post": {
               "type": "object",
-              "description": "The post commented on; present only with `expand=post`.",
+              "description": "The post commented on; present only with `expand=post` and when the caller may read the post.",
               "additionalProperties": false,
               "required": [
                 "id",

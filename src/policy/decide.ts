@@ -36,3 +36,27 @@ export function effectivePermissions(table: PolicyTable, role: string, scopes: R
     ),
   );
 }
+
+const typeRules = new WeakMap<PolicyTable, Map<string, OperationAccess | null>>();
+
+/**
+ * What reading one resource of the type needs besides its read rule: the scope and permission of its type
+ * (`@auth` on the GraphQL object type that serves it, the same as its REST `get` operation's; a test
+ * keeps them equal). An embedded or nested resource needs it as a direct read would. Null when no type
+ * serves the resource: nothing allows embedding it (default deny).
+ */
+export function resourceTypeAccess(table: PolicyTable, resourceType: string): OperationAccess | null {
+  let byType = typeRules.get(table);
+  if (!byType) {
+    byType = new Map();
+    typeRules.set(table, byType);
+  }
+  if (!byType.has(resourceType)) {
+    const entry = Object.entries(table.graphqlTypes).find(([, rule]) => rule.resource === resourceType);
+    byType.set(
+      resourceType,
+      entry ? { id: `graphql:${entry[0]}`, public: false, authenticated: false, scopes: entry[1].scopes, permission: entry[1].permission, resource: null, deprecated: false } : null,
+    );
+  }
+  return byType.get(resourceType)!;
+}

@@ -1,3 +1,4 @@
+import { decideAccess, resourceTypeAccess } from '../policy/decide.js';
 import type { Principal } from '../policy/principal.js';
 import { evaluateRule, type ResourceRow } from '../policy/resource-rule.js';
 import type { PolicyTable } from '../policy/table.js';
@@ -13,8 +14,9 @@ export interface ExpandContext {
 
 /**
  * Embeds the requested related resources (`expand`, validated against the contract's enum) into each item,
- * as the module declares them. Each embedded resource passes its own read check, and is left out when it
- * fails: an expansion never shows what a direct read would hide. The loaders batch the reads, one statement
+ * as the module declares them. Each embedded resource passes what a direct read of it would (its type's
+ * scope and permission, its read rule), and is left out when it fails: an expansion never shows what a
+ * direct read would hide. The loaders batch the reads, one statement
  * per related type however many items.
  */
 export async function expandAll<View>(
@@ -34,9 +36,14 @@ export async function expandAll<View>(
   return expanded.map((item) => module.viewOf(item));
 }
 
-/** The resource, when it exists and the principal may read it; otherwise null. */
+/**
+ * The resource, when it exists and the principal may read it — its type's scope and permission, then its
+ * read rule, as a direct read would check; otherwise null.
+ */
 async function readable(ctx: ExpandContext, type: string, id: unknown): Promise<ResourceRow | null> {
   if (typeof id !== 'string') return null;
+  const access = resourceTypeAccess(ctx.policy, type);
+  if (access === null || !decideAccess(ctx.policy, access, ctx.principal).allowed) return null;
   const row = await ctx.loaders.load(type, id);
   if (row === null) return null;
   return (await evaluateRule(ctx.policy, type, 'read', ctx.principal, row, ctx.loaders.loadResource)) ? row : null;

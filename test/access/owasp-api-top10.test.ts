@@ -80,6 +80,26 @@ describe.each(DATABASE_KINDS)('OWASP API Top 10 (2023) on %s', (kind) => {
       expect(JSON.stringify([users.json(), expanded.json(), listed.json()])).not.toContain(bob.email);
     });
 
+    it('embeds a related resource only for a token that could read it directly: its scope, then its rule', async () => {
+      const editor = await t.createUser('editor');
+      const comment = await createComment(t, bobToken, bobsPublished.id, 'a comment');
+      const postsOnly = await editor.token(['read:posts']);
+      // The editor may read Bob's profile, but this token lacks read:users: no author embedded, as GET /v1/users/{id} is 403.
+      expectError(await t.request({ url: `/v1/users/${bob.id}`, token: postsOnly }), 403, {
+        error: { code: 'INSUFFICIENT_SCOPE', message: 'The access token needs the scope read:users.' },
+      });
+      expect((await t.request({ url: `/v1/posts/${bobsPublished.id}?expand=author`, token: postsOnly })).json()).toEqual(bobsPublished);
+      const listed = await t.request({ url: `/v1/posts?authorId=${bob.id}&expand=author`, token: postsOnly });
+      expect(listed.json().data).toEqual([bobsPublished, bobsDraft].sort((a, b) => a.id.localeCompare(b.id)));
+      const commentsOnly = await editor.token(['read:comments']);
+      expect((await t.request({ url: `/v1/comments/${comment.id}?expand=post&expand=author`, token: commentsOnly })).json()).toEqual(comment);
+      // With the scopes, the same requests embed them.
+      const both = await editor.token(['read:posts', 'read:users', 'read:comments']);
+      const bobUser = (await t.request({ url: `/v1/users/${bob.id}`, token: both })).json();
+      expect((await t.request({ url: `/v1/posts/${bobsPublished.id}?expand=author`, token: both })).json()).toEqual({ ...bobsPublished, author: bobUser });
+      expect((await t.request({ url: `/v1/comments/${comment.id}?expand=post&expand=author`, token: both })).json()).toEqual({ ...comment, post: bobsPublished, author: bobUser });
+    });
+
     it('refuses to let a caller assign properties it does not own (mass assignment)', async () => {
       const attempts: [string, string, string, unknown, string][] = [
         ['POST', '/v1/posts', aliceToken, { title: 't', body: 'b', status: 'draft', authorId: bob.id }, '/body/authorId'],

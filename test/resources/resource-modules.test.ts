@@ -3,6 +3,7 @@ import type { KyselyPlugin, RootOperationNode } from 'kysely';
 import YAML from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { policy } from '../../generated/policy.js';
+import { resourceTypeAccess } from '../../src/policy/decide.js';
 import { ResourceLoaders } from '../../src/resources/loaders.js';
 import { posts } from '../../src/resources/posts.js';
 import { ResourceRegistry, resources } from '../../src/resources/registry.js';
@@ -15,6 +16,18 @@ import { contractDisagreements } from '../helpers/resource-contract.js';
 const contract = YAML.parse(fs.readFileSync('openapi.yaml', 'utf8'));
 
 describe('resource modules', () => {
+  it('give each embeddable type one read access: its GraphQL type\'s @auth equals its REST get operation\'s scopes and permission', () => {
+    const embedded = new Set(resources.types().flatMap((type) => Object.values(resources.get(type).expansions).map((expansion) => expansion.type)));
+    expect([...embedded].sort()).toEqual(['post', 'user']);
+    for (const type of embedded) {
+      const access = resourceTypeAccess(policy, type);
+      const gets = Object.values(policy.operations).filter((op) => /^rest:get/.test(op.id) && op.resource?.type === type && op.resource.action === 'read');
+      expect(gets).toHaveLength(1);
+      expect({ scopes: access?.scopes, permission: access?.permission }).toEqual({ scopes: gets[0]!.scopes, permission: gets[0]!.permission });
+    }
+    expect(resourceTypeAccess(policy, 'client')).toBeNull();
+  });
+
   it('cover exactly the resource types of policy.yaml', () => {
     expect(resources.types().sort()).toEqual(Object.keys(policy.resources).sort());
     expect(() => resources.check(policy)).not.toThrow();
