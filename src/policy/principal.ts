@@ -18,6 +18,11 @@ export interface TokenPrincipal {
   role: string;
   /** The OAuth client the token was issued to. */
   clientId: string;
+  /**
+   * That client's registration (`clients.id`): a client_id deleted and registered again is another
+   * registration, so what is keyed by the caller (stored idempotent responses) is keyed by this.
+   */
+  clientRegistrationId: string;
   scopes: ReadonlySet<string>;
   token: {
     jti: string;

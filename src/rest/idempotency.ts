@@ -58,7 +58,9 @@ async function runWithKey(
   key: string,
   run: () => Promise<HandlerResponse>,
 ): Promise<HandlerResponse & { replayed: boolean }> {
-  const scope = `${principal.clientId} ${principal.subject}`;
+  // By registration and resource id, never by the reusable client_id: a client registered again under an
+  // old client_id must not be answered with its predecessor's stored responses.
+  const scope = `${principal.clientRegistrationId} ${principal.id}`;
   const requestHash = createHmac('sha256', hashKey).update(`${ex.route.operationId}\n${ex.path}\n${JSON.stringify(ex.body ?? null)}`).digest('hex');
   const now = Date.now();
   const existing = await claimIdempotencyKey(db, {

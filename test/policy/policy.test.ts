@@ -18,6 +18,7 @@ function user(role: string, subject = `u-${role}`, scopes: string[] = ['read:pos
     id: subject,
     role,
     clientId: 'app',
+    clientRegistrationId: 'app-registration',
     scopes: new Set(scopes),
     token: { jti: 'j', format: 'jwt', grantType: 'authorization_code', issuedAt: 0, expiresAt: 0 },
   };

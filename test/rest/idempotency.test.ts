@@ -114,6 +114,39 @@ describe.each(DATABASE_KINDS)('Idempotency-Key on POST on %s', (kind) => {
     expect(c.statusCode).toBe(201);
   });
 
+  it('never answers a client registered again under a deleted client_id with its predecessor\'s stored response', async () => {
+    const admin = await t.adminClientToken();
+    const register = async () => {
+      const res = await t.request({
+        method: 'POST',
+        url: '/v1/clients',
+        token: admin,
+        body: { clientId: 'reused-client', name: 'Reused', type: 'confidential', redirectUris: [], grantTypes: ['client_credentials'], scopes: ['read:posts', 'write:posts'], role: 'member' },
+      });
+      expect(res.statusCode, res.body).toBe(201);
+      const { id, clientSecret } = res.json() as { id: string; clientSecret: string };
+      const token = await t.app.fastify.inject({
+        method: 'POST',
+        url: '/oauth/token',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`reused-client:${clientSecret}`).toString('base64')}` },
+        payload: 'grant_type=client_credentials',
+      });
+      expect(token.statusCode, token.body).toBe(200);
+      return { id, token: (JSON.parse(token.body) as { access_token: string }).access_token };
+    };
+    const body = { title: 'Keyed', body: 'by a client', status: 'draft' };
+    const old = await register();
+    const first = await post(old.token, 'client-key', body);
+    expect(first.statusCode, first.body).toBe(201);
+    expect((await t.request({ method: 'DELETE', url: `/v1/clients/${old.id}`, token: admin })).statusCode).toBe(204);
+
+    const second = await post((await register()).token, 'client-key', body);
+    expect(second.statusCode, second.body).toBe(201);
+    expect(second.headers['idempotent-replayed']).toBeUndefined();
+    expect(second.json().id).not.toBe(first.json().id);
+    expect(second.json().authorId).not.toBe(first.json().authorId);
+  });
+
   it('does not burn the key when the first request fails validation', async () => {
     const user = await t.createUser('member');
     const token = await user.token();

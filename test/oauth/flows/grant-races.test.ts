@@ -206,6 +206,7 @@ describe.each(DATABASE_KINDS)('grants racing revocations on %s', (kind) => {
       id: 'admin',
       role: 'admin',
       clientId: 'admin-console',
+      clientRegistrationId: 'admin-console-registration',
       scopes: new Set(['read:users', 'write:users']),
       token: { jti: newId(), format: 'jwt', grantType: 'authorization_code', issuedAt: 0, expiresAt: 0 },
     };
