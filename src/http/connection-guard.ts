@@ -1,3 +1,4 @@
+import { addressKey } from '../limits/address-key.js';
 import http from 'node:http';
 import type net from 'node:net';
 import { ERROR_CODES, type ErrorCode } from '../errors/registry.js';
@@ -57,7 +58,7 @@ export function clientErrorHandler(headers: Readonly<Record<string, string>>) {
 export function capConnectionsPerAddress(server: net.Server, max: number, headers: Readonly<Record<string, string>>): void {
   const open = new Map<string, number>();
   server.on('connection', (socket: net.Socket) => {
-    const address = socket.remoteAddress ?? '';
+    const address = addressKey(socket.remoteAddress ?? '');
     const count = (open.get(address) ?? 0) + 1;
     if (count > max) {
       socket.end(rawErrorResponse('RATE_LIMITED', { ...headers, 'retry-after': '1' }));

@@ -1,3 +1,4 @@
+import { addressKey } from './address-key.js';
 import { RateLimitPolicy } from './rate-limit.js';
 
 const WINDOW_SECONDS = 15 * 60;
@@ -77,7 +78,8 @@ export class SignInThrottle {
     return { throttled: false, value };
   }
 
-  #budgets({ account, address, knownDevice }: SignInAttempt): Budget[] {
+  #budgets({ account, address: raw, knownDevice }: SignInAttempt): Budget[] {
+    const address = addressKey(raw);
     const budgets: Budget[] = [[this.#address, address]];
     if (account === null) return budgets;
     budgets.push([this.#accountAddress, accountAddressKey(account, address)]);

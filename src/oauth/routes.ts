@@ -1,3 +1,4 @@
+import { addressKey } from '../limits/address-key.js';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config/config.js';
 import { renderOAuthError } from '../errors/oauth-renderer.js';
@@ -85,7 +86,7 @@ export async function registerOAuth(app: FastifyInstance, deps: OAuthDeps): Prom
       const limiter = deps.limiter;
       // Per address: credential guessing and token storms are slowed before any secret is checked.
       scope.addHook('onRequest', async (request, reply) => {
-        const limit = await limiter.oauth.consume(request.ip);
+        const limit = await limiter.oauth.consume(addressKey(request.ip));
         reply.headers(rateLimitHeaders(limit));
         if (!limit.allowed) {
           throw new OAuthError('temporarily_unavailable', `Too many requests; retry in ${limit.resetSeconds} s.`, 429, {

@@ -1,3 +1,4 @@
+import { addressKey } from '../limits/address-key.js';
 import type { AuditDecision } from '../audit/audit-event.js';
 import { ApiError } from '../errors/registry.js';
 import type { TokenService } from '../oauth/tokens/token-service.js';
@@ -47,7 +48,7 @@ function refuseCredential(ex: Exchange, deps: PipelineDeps, error: unknown): Pro
   if (!(error instanceof ApiError)) throw error;
   ex.decision = { decision: 'deny', reason: 'authentication' };
   // A refused credential spends the address's anonymous budget: guessing tokens is limited like probing.
-  return charge(ex, deps.limiter.anonymous.consume(ex.sourceAddress)).then(() => {
+  return charge(ex, deps.limiter.anonymous.consume(addressKey(ex.sourceAddress))).then(() => {
     throw error;
   });
 }
@@ -62,7 +63,7 @@ function refuseCredential(ex: Exchange, deps: PipelineDeps, error: unknown): Pro
 export function limitAddress(ex: Exchange, deps: PipelineDeps): StageResult {
   const authorization = ex.credentials.authorization;
   if (authorization === undefined || authorization === '' || hasVerifiedBearer(authorization, deps.tokens)) return;
-  return charge(ex, deps.limiter.address.consume(ex.sourceAddress), false);
+  return charge(ex, deps.limiter.address.consume(addressKey(ex.sourceAddress)), false);
 }
 
 /**
@@ -71,7 +72,7 @@ export function limitAddress(ex: Exchange, deps: PipelineDeps): StageResult {
  */
 export function limit(ex: Exchange, deps: PipelineDeps): StageResult {
   const principal = ex.principal;
-  if (principal.kind === 'anonymous') return charge(ex, deps.limiter.anonymous.consume(ex.sourceAddress));
+  if (principal.kind === 'anonymous') return charge(ex, deps.limiter.anonymous.consume(addressKey(ex.sourceAddress)));
   const client = deps.limiter.client.consume(principal.clientId);
   if (principal.kind === 'client') return charge(ex, client);
   return charge(

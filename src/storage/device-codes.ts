@@ -7,6 +7,18 @@ export async function insertDeviceCode(db: Kysely<Database>, row: DeviceCodeRow)
   await db.insertInto('deviceCodes').values(row).execute();
 }
 
+/** How many of the registration's device codes still wait for their user (pending, not expired). */
+export async function countPendingDeviceCodes(db: Kysely<Database>, clientRegistrationId: string, now: string): Promise<number> {
+  const row = await db
+    .selectFrom('deviceCodes')
+    .select((eb) => eb.fn.countAll<string | number>().as('pending'))
+    .where('clientRegistrationId', '=', clientRegistrationId)
+    .where('status', '=', 'pending')
+    .where('expiresAt', '>', now)
+    .executeTakeFirstOrThrow();
+  return Number(row.pending);
+}
+
 export async function findDeviceCode(db: Kysely<Database>, deviceCodeHash: string): Promise<DeviceCodeRow | null> {
   return (await db.selectFrom('deviceCodes').selectAll().where('deviceCodeHash', '=', deviceCodeHash).executeTakeFirst()) ?? null;
 }

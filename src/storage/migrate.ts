@@ -11,6 +11,7 @@ import { authorizationCodeOutcome } from './migrations/008-authorization-code-ou
 import { userRevocations } from './migrations/009-user-revocations.js';
 import { selfContainedTokens } from './migrations/010-self-contained-tokens.js';
 import { deprecatedUses } from './migrations/011-deprecated-uses.js';
+import { pendingDeviceCodes } from './migrations/012-pending-device-codes.js';
 
 /** The ordered migration set. Names sort in application order; never rename or edit a shipped one. */
 function migrationsFor(db: Db): Record<string, Migration> {
@@ -26,6 +27,7 @@ function migrationsFor(db: Db): Record<string, Migration> {
     '009-user-revocations': userRevocations,
     '010-self-contained-tokens': selfContainedTokens,
     '011-deprecated-uses': deprecatedUses,
+    '012-pending-device-codes': pendingDeviceCodes,
   };
 }
 

@@ -123,6 +123,21 @@ describe.each(DATABASE_KINDS)('REST rate limits on %s', (kind) => {
     });
   });
 
+  it('counts every address of one IPv6 /64 as one caller, on the API and the authorization server alike', async () => {
+    await withApp(kind, async (t) => {
+      // One host walking the addresses of its own /64 spends one budget.
+      for (let i = 1; i <= 3; i++) expect((await anonymous(t, `2001:db8:7:7::${i.toString(16)}`)).statusCode).toBe(200);
+      expectRateLimited(await anonymous(t, '2001:db8:7:7:ffff::4'), '"anonymous";q=3;w=86400');
+      const otherNetwork = await anonymous(t, '2001:db8:7:8::1');
+      expect(otherNetwork.statusCode).toBe(200);
+      expect(parseRateLimit(otherNetwork)).toMatchObject({ policy: 'anonymous', remaining: 2 });
+      const device = (address: string) =>
+        t.app.fastify.inject({ method: 'POST', url: '/oauth/device_authorization', remoteAddress: address, headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'client_id=nobody' });
+      for (let i = 1; i <= 3; i++) expect((await device(`2001:db8:9:9::${i}`)).statusCode).not.toBe(429);
+      expect((await device('2001:db8:9:9:1:2:3:4')).statusCode).toBe(429);
+    });
+  });
+
   it('limits the token endpoint per address, before any credential is checked', async () => {
     await withApp(kind, async (t) => {
       const tokenRequest = () =>

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { ClientRecord } from '../../storage/clients.js';
-import { insertDeviceCode } from '../../storage/device-codes.js';
+import { countPendingDeviceCodes, insertDeviceCode } from '../../storage/device-codes.js';
 import { newId } from '../../storage/ids.js';
 import type { Database } from '../../storage/schema.js';
 import { isUniqueViolation } from '../../storage/unique-violation.js';
@@ -13,6 +13,11 @@ export const DEVICE_CODE = 'urn:ietf:params:oauth:grant-type:device_code';
 /** RFC 8628 §3.2: how long the codes live, and how long a device waits between polls (5 s, the default). */
 export const DEVICE_CODE_TTL_SECONDS = 600;
 export const DEVICE_POLL_INTERVAL_SECONDS = 5;
+/**
+ * Device codes one client registration may have waiting at once. Anyone may ask for a public client's
+ * codes; the per-address budget bounds one caller, this bounds the rows all callers together can make.
+ */
+export const MAX_PENDING_DEVICE_CODES = 10_000;
 
 export interface DeviceAuthorization {
   device_code: string;
@@ -35,6 +40,9 @@ export async function startDeviceAuthorization(
   if (scopeParameter === undefined) throw new OAuthError('invalid_scope', SCOPE_REQUIRED);
   const scopes = parseScope(scopeParameter);
   checkScopesAllowed(scopes, client.scopes);
+  if ((await countPendingDeviceCodes(db, client.id, new Date(now).toISOString())) >= MAX_PENDING_DEVICE_CODES) {
+    throw new OAuthError('temporarily_unavailable', 'Too many device codes of this client are waiting for their users; retry in a minute.', 429, { 'retry-after': '60' });
+  }
   const deviceCode = generateSecret();
   // A collision with a live user code is retried; 20^8 codes make a second one practically impossible.
   for (let attempt = 0; attempt < 5; attempt++) {

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_PENDING_DEVICE_CODES } from '../../../src/oauth/device/device-authorization.js';
 import type { UserRecord } from '../../../src/storage/users.js';
 import { DATABASE_KINDS } from '../../helpers/databases.js';
 import { createClient, type TestClient } from '../fixtures.js';
@@ -142,6 +143,40 @@ describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (ki
     expect(Number(await rows())).toBe(before);
     const refusal = { subject: null, clientId: tv.client.clientId, operation: 'device_authorization', decision: 'deny', reason: 'scope' };
     expect(app.oauth.decisions.slice(recorded)).toEqual([expect.objectContaining(refusal), expect.objectContaining(refusal)]);
+  });
+
+  it(`keeps at most ${MAX_PENDING_DEVICE_CODES} codes of one client waiting, whoever asks: then 429, nothing written`, async () => {
+    const crowded = await createClient(app.db, { name: 'Crowded TV', type: 'public', secretHash: null, grantTypes: [DEVICE_GRANT], scopes: ['read:posts'], role: null });
+    const now = Date.now();
+    const row = (i: number, expiresAt: number) => ({
+      deviceCodeHash: `crowded-${i}`,
+      userCode: `Z${i.toString().padStart(7, '0')}`,
+      grantId: `crowded-grant-${i}`,
+      clientId: crowded.client.clientId,
+      clientRegistrationId: crowded.client.id,
+      scopes: 'read:posts',
+      status: 'pending',
+      userId: null,
+      authTime: null,
+      intervalSeconds: 5,
+      lastPolledAt: null,
+      createdAt: new Date(now).toISOString(),
+      expiresAt: new Date(expiresAt).toISOString(),
+    });
+    // Expired codes do not count; live ones up to one short of the cap.
+    const rows = [...Array.from({ length: 50 }, (_, i) => row(i, now - 1000)), ...Array.from({ length: MAX_PENDING_DEVICE_CODES - 1 }, (_, i) => row(50 + i, now + 600_000))];
+    for (let i = 0; i < rows.length; i += 500) await app.db.kysely.insertInto('deviceCodes').values(rows.slice(i, i + 500)).execute();
+    const ask = (client: TestClient) =>
+      app.oauth.app.inject({ method: 'POST', url: '/oauth/device_authorization', headers: FORM, payload: form({ client_id: client.client.clientId, scope: 'read:posts' }) });
+    expect((await ask(crowded)).statusCode).toBe(200);
+    const count = async () => Number((await app.db.kysely.selectFrom('deviceCodes').select((eb) => eb.fn.countAll<number>().as('n')).where('clientRegistrationId', '=', crowded.client.id).executeTakeFirstOrThrow()).n);
+    const before = await count();
+    const refused = await ask(crowded);
+    expectTokenError(refused, 429, 'temporarily_unavailable', 'Too many device codes of this client are waiting for their users; retry in a minute.');
+    expect(refused.headers['retry-after']).toBe('60');
+    expect(await count()).toBe(before);
+    // Another client's users are not affected.
+    expect((await ask(tv)).statusCode).toBe(200);
   });
 
   it('throttles user-code guessing per address: after 30 wrong codes even a right one is refused with 429', async () => {
