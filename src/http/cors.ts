@@ -6,8 +6,9 @@ import type { FastifyReply, FastifyRequest, onSendHookHandler } from 'fastify';
  * never `*`. There is no `Access-Control-Allow-Credentials`: a browser app sends the bearer token it holds
  * in memory, and no cookie of this server is ever sent cross-origin.
  *
- * Where it applies: the REST API and the authorization-server endpoints a browser app calls — token,
- * revocation, userinfo, JWKS and discovery. Not the HTML pages under /oauth/ (authorize, login, consent,
+ * Where it applies: the REST API, `POST /graphql`, and the authorization-server endpoints a browser app
+ * calls — token, revocation, userinfo, JWKS and discovery. (GraphQL's own CSRF defence, JSON bodies only,
+ * stands: a listed origin's request is an authorized one, with its bearer token.) Not the HTML pages under /oauth/ (authorize, login, consent,
  * device, account, logout: a page readable cross-origin would give away its CSRF token), not token
  * introspection (RFC 7662 §2.1: protected resources, server to server), not device authorization (input-
  * constrained devices, RFC 8628). The list is by path, so an endpoint added later is covered by its path
@@ -22,6 +23,7 @@ const ENDPOINTS: ReadonlySet<string> = new Set([
   '/.well-known/jwks.json',
   '/.well-known/oauth-authorization-server',
   '/.well-known/openid-configuration',
+  '/graphql',
 ]);
 
 /** Request headers beyond the CORS-safelisted ones: the token, JSON bodies, the contract's header parameters. */

@@ -194,6 +194,30 @@ describe('CORS with CORS_ORIGINS set', () => {
     expect(corsOf(await t.request({ url: '/oauth/jwks' }))).toEqual({ vary: 'Origin' });
   });
 
+  it('covers POST /graphql: its preflight, a query and a refusal, but not the GraphiQL page', async () => {
+    const pre = await preflight(t, '/graphql', APP, 'POST', { 'access-control-request-headers': 'authorization,content-type' });
+    expect({ status: pre.statusCode, body: pre.body }).toEqual({ status: 204, body: '' });
+    expect(corsOf(pre)).toEqual({
+      'access-control-allow-origin': APP,
+      'access-control-allow-methods': 'POST',
+      'access-control-allow-headers': ALLOW_HEADERS,
+      'access-control-max-age': '7200',
+      vary: 'Origin',
+    });
+    const query = await t.request({ method: 'POST', url: '/graphql', token, headers: { origin: APP }, body: { query: `{ post(id: "${postId}") { title } }` } });
+    expect({ status: query.statusCode, body: query.json() }).toEqual({ status: 200, body: { data: { post: { title: 'T' } } } });
+    expect(corsOf(query)).toEqual(granted(APP, 'Origin'));
+    const refused = await t.request({ method: 'POST', url: '/graphql', headers: { origin: APP }, body: { query: '{ posts(first: 1) { nodes { id } } }' } });
+    expect(refused.statusCode).toBe(401);
+    expect(corsOf(refused)).toEqual(granted(APP, 'Origin'));
+    // A form post stays refused (the CSRF defence does not depend on CORS).
+    const form = await t.request({ method: 'POST', url: '/graphql', token, headers: { origin: APP, 'content-type': 'application/x-www-form-urlencoded' }, payload: 'query=%7B__typename%7D' });
+    expect(form.statusCode).toBe(415);
+    const page = await preflight(t, '/graphiql', APP, 'GET');
+    expect(page.statusCode).not.toBe(204);
+    expect(corsOf(page)['access-control-allow-origin']).toBeUndefined();
+  });
+
   it('leaves the HTML pages, introspection, device authorization, health and unprefixed paths out', async () => {
     const outside = [
       '/oauth/authorize', '/oauth/login', '/oauth/consent', '/oauth/device', '/oauth/account', '/oauth/logout',
@@ -215,7 +239,7 @@ describe('CORS with CORS_ORIGINS set', () => {
     }
     const endpoints = [
       '/v1/posts', '/oauth/token', '/oauth/revoke', '/oauth/userinfo', '/oauth/jwks', '/.well-known/jwks.json',
-      '/.well-known/oauth-authorization-server', '/.well-known/openid-configuration',
+      '/.well-known/oauth-authorization-server', '/.well-known/openid-configuration', '/graphql',
     ];
     for (const endpoint of endpoints) {
       expect({ endpoint, covered: corsCovers(endpoint) }).toEqual({ endpoint, covered: true });
