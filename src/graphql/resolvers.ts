@@ -61,8 +61,27 @@ async function connection<T>(
 ): Promise<Connection<T>> {
   if (first === 0) return { nodes: [], pageInfo: { endCursor: null, hasNextPage: false } };
   const query = { ...input.query, limit: first, ...(after == null ? {} : { after }) };
-  const page = (await run(operationId, { params: input.params, query }, ctx, null)) as Page<T>;
+  let page: Page<T>;
+  try {
+    page = (await run(operationId, { params: input.params, query }, ctx, null)) as Page<T>;
+  } catch (error) {
+    throw asArgumentError(error);
+  }
   return { nodes: page.data, pageInfo: { endCursor: page.page.next, hasNextPage: page.page.next !== null } };
+}
+
+/** The query parameters a connection's arguments became (`first` is `limit`), for naming them back in errors. */
+const ARGUMENT_OF: Readonly<Record<string, string>> = { limit: 'first' };
+
+/** A REST query parameter's error as the field argument's: `details[].path` `/after`, not `/query/after`. */
+function asArgumentError(error: unknown): unknown {
+  if (!(error instanceof ApiError) || !error.details?.some((detail) => detail.path.startsWith('/query/'))) return error;
+  const details = error.details.map((detail) => {
+    if (!detail.path.startsWith('/query/')) return detail;
+    const [parameter = '', ...rest] = detail.path.slice('/query/'.length).split('/');
+    return { ...detail, path: ['', ARGUMENT_OF[parameter] ?? parameter, ...rest].join('/') };
+  });
+  return new ApiError(error.code, error.message, { details, headers: error.headers, cause: error });
 }
 
 /** Filter arguments as query parameters: an argument left out or null filters nothing. */

@@ -114,6 +114,25 @@ describe.each(DATABASE_KINDS)('POST /graphql on %s', (kind) => {
     });
   });
 
+  it('names a bad cursor by its argument: details[].path /after, the field null beside the rest', async () => {
+    const query = `{ posts(first: 2, after: "garbage") { nodes { id } } post(id: "${published.id}") { id } }`;
+    const res = await gql(query, { token: memberToken });
+    expect({ status: res.statusCode, body: res.json() }).toEqual({
+      status: 200,
+      body: {
+        data: { posts: null, post: { id: published.id } },
+        errors: [
+          {
+            message: 'The cursor is not valid.',
+            locations: [{ line: 1, column: 3 }],
+            path: ['posts'],
+            extensions: { code: 'VALIDATION_FAILED', details: [{ path: '/after', message: 'is not a cursor from this API' }] },
+          },
+        ],
+      },
+    });
+  });
+
   it('runs a mutation through the REST handler and validator, and refuses input the REST body would refuse', async () => {
     const created = await gql('mutation { createPost(input: { title: "From GraphQL", body: "b", status: draft }) { id title status authorId } }', { token: memberToken });
     expect(created.statusCode, created.body).toBe(200);
