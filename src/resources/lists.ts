@@ -1,10 +1,10 @@
 import type { Principal } from '../policy/principal.js';
 import type { ResourceRow } from '../policy/resource-rule.js';
-import { compileRuleFilter } from '../policy/rule-filter.js';
+import { compileRuleFilter, type RowFilter } from '../policy/rule-filter.js';
 import type { PolicyTable } from '../policy/table.js';
-import { filterToSql, whereEqual } from '../storage/filter-sql.js';
+import { filterToSql, whereEqual, type Where } from '../storage/filter-sql.js';
 import type { Page, PageRequest } from '../storage/paging.js';
-import { selectRowPage } from '../storage/resource-rows.js';
+import { selectRowPage, type PageShape } from '../storage/resource-rows.js';
 import type { ResourceStore } from './load.js';
 import type { ResourceModule } from './resource-module.js';
 
@@ -23,7 +23,34 @@ export async function listReadable(
   page: PageRequest,
 ): Promise<Page<ResourceRow>> {
   const filter = compileRuleFilter(store.policy, module.type, 'read', principal);
-  const where = whereEqual(Object.fromEntries(module.filters.map((field) => [field, values[field] as FilterValue])));
-  const result = await selectRowPage(store.db, module.table, [...where, (eb) => filterToSql(eb, filter, store.resources.tableOf)], page);
+  const equal = Object.fromEntries(module.filters.map((field) => [field, values[field] as FilterValue]));
+  const where = [...whereEqual(equal), (eb: Parameters<Where>[0]) => filterToSql(eb, filter, store.resources.tableOf)];
+  const result = await selectRowPage(store.db, store.sqlite, module.table, where, page, shapeOf(equal, filter));
   return { rows: result.rows.map((row) => module.fromRow(row)), next: result.next };
+}
+
+/**
+ * The list query's shape: which equality filters are given, and the read rule's filter with its values
+ * taken out — in the order whereEqual and filterToSql bind them.
+ */
+function shapeOf(equal: Readonly<Record<string, FilterValue>>, filter: RowFilter): PageShape {
+  const given = Object.entries(equal).filter((entry): entry is [string, string | number | boolean] => entry[1] !== undefined);
+  const values: (string | number | boolean)[] = given.map(([, value]) => value);
+  const skeleton = (node: RowFilter): string => {
+    switch (node.kind) {
+      case 'all':
+      case 'none':
+        return node.kind;
+      case 'equals':
+        values.push(node.value);
+        return `${node.field}=?`;
+      case 'any':
+      case 'every':
+        return `${node.kind}(${node.filters.map(skeleton).join(',')})`;
+      case 'parent':
+        return `parent(${node.parentType}.${node.via}:${skeleton(node.filter)})`;
+    }
+  };
+  const key = `${given.map(([field]) => field).join(',')}|${skeleton(filter)}`;
+  return { key, values };
 }

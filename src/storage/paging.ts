@@ -50,15 +50,33 @@ export async function selectPage<T>(
   request: PageRequest,
   columns?: readonly string[],
 ): Promise<Page<T>> {
+  const rows = (await pageQuery(db, table, where, request, columns).execute()) as (T & { id: string })[];
+  return pageOf(rows, request.limit);
+}
+
+/**
+ * The page's query: the conditions, then `id > afterId`, `order by id`, `limit` (one more row than the
+ * page, to know whether another follows) and `offset` — bound in that order.
+ */
+export function pageQuery(db: Kysely<Database>, table: keyof Database, where: Where[], request: PageRequest, columns?: readonly string[]) {
   let query = db.selectFrom(table as 'posts') as any;
   query = columns ? query.select(columns) : query.selectAll();
   for (const condition of where) query = query.where(condition);
   if (request.afterId !== undefined) query = query.where('id', '>', request.afterId);
   query = query.orderBy('id', 'asc').limit(request.limit + 1);
-  // A cursor takes precedence over `page` (the contract says so; `page` has a default of 1).
-  if (request.afterId === undefined && request.page !== undefined && request.page > 1) query = query.offset((request.page - 1) * request.limit);
-  const rows = (await query.execute()) as (T & { id: string })[];
-  const hasMore = rows.length > request.limit;
-  const pageRows = hasMore ? rows.slice(0, request.limit) : rows;
+  const offset = pageOffset(request);
+  if (offset !== null) query = query.offset(offset);
+  return query as { execute(): Promise<unknown[]>; compile(): import('kysely').CompiledQuery };
+}
+
+/** Rows skipped by `page`; a cursor takes precedence over `page` (the contract says so; `page` has a default of 1). */
+export function pageOffset(request: PageRequest): number | null {
+  return request.afterId === undefined && request.page !== undefined && request.page > 1 ? (request.page - 1) * request.limit : null;
+}
+
+/** The page from the rows read (one more than the page when another follows). */
+export function pageOf<T extends { id: string }>(rows: T[], limit: number): Page<T> {
+  const hasMore = rows.length > limit;
+  const pageRows = hasMore ? rows.slice(0, limit) : rows;
   return { rows: pageRows, next: hasMore ? encodeCursor(pageRows[pageRows.length - 1]!.id) : null };
 }
