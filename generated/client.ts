@@ -1226,6 +1226,11 @@ export interface components {
          */
         ETag: string;
         /**
+         * @description The version a `GET` of the written resource answers with now (for `POST`, of the resource at `Location`): send it in `If-Match` with the next change, no `GET` needed in between.
+         * @example "5d41402abc4b2a76b9719d911017c592"
+         */
+        WrittenETag: string;
+        /**
          * @description Cacheability of the response. Authenticated responses are `private, no-cache` (stored only by the client, revalidated with `If-None-Match` before reuse) and vary on `Authorization`.
          * @example private, no-cache
          */
@@ -1362,6 +1367,7 @@ export interface operations {
             /** @description The user was created; `Location` is its URL. */
             201: {
                 headers: {
+                    ETag: components["headers"]["WrittenETag"];
                     Location: components["headers"]["Location"];
                     "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -1469,6 +1475,7 @@ export interface operations {
             /** @description The user after the replacement. */
             200: {
                 headers: {
+                    ETag: components["headers"]["WrittenETag"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
@@ -1712,6 +1719,7 @@ export interface operations {
             /** @description The post was created; `Location` is its URL. */
             201: {
                 headers: {
+                    ETag: components["headers"]["WrittenETag"];
                     Location: components["headers"]["Location"];
                     "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -1825,6 +1833,7 @@ export interface operations {
             /** @description The post after the replacement. */
             200: {
                 headers: {
+                    ETag: components["headers"]["WrittenETag"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
@@ -1994,6 +2003,7 @@ export interface operations {
             /** @description The comment was created; `Location` is its URL (`/v1/comments/{id}`). */
             201: {
                 headers: {
+                    ETag: components["headers"]["WrittenETag"];
                     Location: components["headers"]["Location"];
                     "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -2107,6 +2117,7 @@ export interface operations {
             /** @description The comment after the replacement. */
             200: {
                 headers: {
+                    ETag: components["headers"]["WrittenETag"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
@@ -2392,6 +2403,7 @@ export interface operations {
             /** @description The client was registered; `Location` is its URL. */
             201: {
                 headers: {
+                    ETag: components["headers"]["WrittenETag"];
                     Location: components["headers"]["Location"];
                     "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -2511,6 +2523,7 @@ export interface operations {
             /** @description The client after the replacement. */
             200: {
                 headers: {
+                    ETag: components["headers"]["WrittenETag"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     RateLimit: components["headers"]["RateLimit"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];

@@ -1201,6 +1201,11 @@ export interface components {
          */
         ETag: string;
         /**
+         * @description The version a `GET` of the written resource answers with now (for `POST`, of the resource at `Location`): send it in `If-Match` with the next change, no `GET` needed in between.
+         * @example "5d41402abc4b2a76b9719d911017c592"
+         */
+        WrittenETag: string;
+        /**
          * @description Cacheability of the response. Authenticated responses are `private, no-cache` (stored only by the client, revalidated with `If-None-Match` before reuse) and vary on `Authorization`.
          * @example private, no-cache
          */
@@ -1336,6 +1341,7 @@ export interface operations {
             /** @description The user was created; `Location` is its URL. */
             201: {
                 headers: {
+                    ETag: components["headers"]["WrittenETag"];
                     Location: components["headers"]["Location"];
                     "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -1441,6 +1447,7 @@ export interface operations {
             /** @description The user after the replacement. */
             200: {
                 headers: {
+                    ETag: components["headers"]["WrittenETag"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
@@ -1680,6 +1687,7 @@ export interface operations {
             /** @description The post was created; `Location` is its URL. */
             201: {
                 headers: {
+                    ETag: components["headers"]["WrittenETag"];
                     Location: components["headers"]["Location"];
                     "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -1791,6 +1799,7 @@ export interface operations {
             /** @description The post after the replacement. */
             200: {
                 headers: {
+                    ETag: components["headers"]["WrittenETag"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
@@ -1957,6 +1966,7 @@ export interface operations {
             /** @description The comment was created; `Location` is its URL (`/v1/comments/{id}`). */
             201: {
                 headers: {
+                    ETag: components["headers"]["WrittenETag"];
                     Location: components["headers"]["Location"];
                     "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -2068,6 +2078,7 @@ export interface operations {
             /** @description The comment after the replacement. */
             200: {
                 headers: {
+                    ETag: components["headers"]["WrittenETag"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
@@ -2348,6 +2359,7 @@ export interface operations {
             /** @description The client was registered; `Location` is its URL. */
             201: {
                 headers: {
+                    ETag: components["headers"]["WrittenETag"];
                     Location: components["headers"]["Location"];
                     "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -2465,6 +2477,7 @@ export interface operations {
             /** @description The client after the replacement. */
             200: {
                 headers: {
+                    ETag: components["headers"]["WrittenETag"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;

@@ -297,7 +297,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     ...pipeline,
     routes: restRoutes,
     handlers: api.handlers,
-    representationOf: representationTagger(restRoutes),
+    representations: representationTagger(restRoutes),
     idempotencyHashKey: idempotencyHashKey(config.keyEncryptionSecret),
   });
   await registerGraphql(fastify, {

@@ -149,6 +149,10 @@ async function operate(handler: Handler<never>, ex: RestExchange, deps: RestDeps
   const context = { principal: ex.principal, resource: ex.resource, deps: deps.operations, loaders: new ResourceLoaders(deps.operations) };
   const result = await runIdempotent(deps.operations.db, deps.idempotencyHashKey, ex, () => handler(input, context) as Promise<HandlerResponse>);
   if (result.replayed) reply.header('idempotent-replayed', 'true');
+  if (ex.method !== 'GET' && ex.method !== 'HEAD') {
+    const tag = deps.representations.written(ex.route, result);
+    if (tag !== null) reply.header('etag', tag);
+  }
   const next = (result.body as { page?: { next?: string | null } } | undefined)?.page?.next;
   if (typeof next === 'string') reply.header('link', nextLink(request.url, next));
   return sendRepresentation(ex, reply, result);

@@ -67,14 +67,41 @@ export function sendRepresentation(ex: RestExchange, reply: FastifyReply, result
   return reply.send(bodyInMediaType(payload, ex.mediaType));
 }
 
-/**
- * The ETag a GET of this resource would carry: the resource rendered with the GET operation's response
- * serialiser, hashed the same way. Used to evaluate If-Match on PUT and DELETE.
- */
-export function representationTagger(routes: readonly RouteDefinition[]) {
-  const getRoutes = new Map(routes.filter((r) => r.method === 'GET').map((r) => [r.path, r]));
-  return (route: RouteDefinition, resource: Record<string, unknown>): string | null => {
-    const schema = getRoutes.get(route.path)?.schema.response['200'];
-    return schema ? entityTag(serializerFor(schema)(resource)) : null;
+export interface RepresentationTagger {
+  /**
+   * The ETag a GET of this resource would carry: the resource rendered with the GET operation's response
+   * serialiser, hashed the same way. Used to evaluate If-Match on PUT and DELETE.
+   */
+  current(route: RouteDefinition, resource: Record<string, unknown>): string | null;
+  /**
+   * The ETag a GET of what a write just returned would carry (a PUT's resource, a POST's created one at its
+   * `Location`), so that the next conditional write needs no GET first; null when the write returned no
+   * representation or it has no GET. Secrets shown once (a client secret) are not part of it.
+   */
+  written(route: RouteDefinition, result: HandlerResponse): string | null;
+}
+
+export function representationTagger(routes: readonly RouteDefinition[]): RepresentationTagger {
+  const gets = routes.filter((r) => r.method === 'GET' && r.schema.response['200']);
+  const getRoutes = new Map(gets.map((r) => [r.path, r]));
+  // A Location names the created resource; its GET route is the one whose path pattern it matches.
+  const byLocation = gets.map((r) => ({ route: r, pattern: new RegExp(`^${r.path.replace(/\{[^}]+\}/g, '[^/]+')}$`) }));
+  const tagOf = (get: RouteDefinition | undefined, resource: Record<string, unknown>): string | null =>
+    get ? entityTag(serializerFor(get.schema.response['200']!)(resource)) : null;
+  return {
+    current: (route, resource) => tagOf(getRoutes.get(route.path), resource),
+    written(route, result) {
+      if (result.body === null || typeof result.body !== 'object' || Array.isArray(result.body)) return null;
+      let get: RouteDefinition | undefined;
+      if (route.method === 'PUT' && result.status === 200) get = getRoutes.get(route.path);
+      else if (route.method === 'POST' && result.status === 201 && result.headers?.location) {
+        const location = result.headers.location;
+        get = byLocation.find((candidate) => candidate.pattern.test(location))?.route;
+      }
+      if (!get) return null;
+      const body = { ...(result.body as Record<string, unknown>) };
+      for (const secret of result.secrets ?? []) delete body[secret];
+      return tagOf(get, body);
+    },
   };
 }

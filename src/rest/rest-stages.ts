@@ -2,14 +2,14 @@ import { ApiError } from '../errors/registry.js';
 import type { PipelineDeps } from '../pipeline/stages.js';
 import { bearerChallenge } from '../pipeline/www-authenticate.js';
 import { matchesAny } from './entity-tag.js';
+import type { RepresentationTagger } from './representation.js';
 import type { RestExchange } from './rest-exchange.js';
-import type { RouteDefinition } from './route-definition.js';
 import { requestValidator } from './validation.js';
 import { negotiateVersion } from './versioning.js';
 
 export interface RestStageDeps extends PipelineDeps {
-  /** The ETag a GET of the resource would carry now (If-Match), or null when it has no GET. */
-  representationOf: (route: RouteDefinition, resource: Record<string, unknown>) => string | null;
+  /** The ETags GETs would carry: of a resource now (If-Match), of what a write returned. */
+  representations: RepresentationTagger;
 }
 
 /** API version from the path or the Accept header (406 when unknown). */
@@ -37,6 +37,6 @@ export function validate(ex: RestExchange): void {
 export function checkPrecondition(ex: RestExchange, deps: RestStageDeps): void {
   const ifMatch = ex.headers['if-match'];
   if (ifMatch === undefined || !ex.resource || (ex.method !== 'PUT' && ex.method !== 'DELETE')) return;
-  const current = deps.representationOf(ex.route, ex.resource);
+  const current = deps.representations.current(ex.route, ex.resource);
   if (current === null || !matchesAny(ifMatch, current, false)) throw new ApiError('PRECONDITION_FAILED');
 }

@@ -57,6 +57,7 @@ describe('the mock server', () => {
     const res = await fetch(`${baseUrl}/v1/posts`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"title":"T","body":"B","status":"draft"}' });
     expect(res.status).toBe(201);
     expect(Object.fromEntries([...res.headers].filter(([name]) => !['date', 'connection', 'keep-alive', 'content-length'].includes(name)))).toEqual({
+      etag: '"5d41402abc4b2a76b9719d911017c592"',
       location: '/v1/posts/018f6b2b11aa4c3d8e9f0a1b2c3d4e5f',
       'idempotent-replayed': 'true',
       'ratelimit-policy': '"default";q=600;w=60',

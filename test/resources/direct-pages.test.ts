@@ -1,7 +1,7 @@
 import type { KyselyPlugin, RootOperationNode } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { policy } from '../../generated/policy.js';
-import type { Principal } from '../../src/policy/principal.js';
+import type { TokenPrincipal } from '../../src/policy/principal.js';
 import { comments } from '../../src/resources/comments.js';
 import { listReadable } from '../../src/resources/lists.js';
 import { posts } from '../../src/resources/posts.js';
@@ -14,7 +14,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/databases.js';
 // SQLite's list pages run a prepared statement per query shape instead of building the Kysely query each
 // time (src/storage/resource-rows.ts, directPage). These tests hold it to the Kysely query's answers.
 
-function principal(role: string, id: string): Principal {
+function principal(role: string, id: string): TokenPrincipal {
   return {
     kind: 'user',
     subject: id,
@@ -65,7 +65,7 @@ describe('list pages on SQLite, by prepared statement per query shape', () => {
     await database?.drop();
   });
 
-  const cases: { name: string; module: ResourceModule<unknown>; who: Principal; values: Record<string, unknown>; page: { limit: number; page?: number; afterId?: string } }[] = [];
+  const cases: { name: string; module: ResourceModule<unknown>; who: TokenPrincipal; values: Record<string, unknown>; page: { limit: number; page?: number; afterId?: string } }[] = [];
   beforeAll(() => {
     const member = principal('member', authors[0]!);
     const editor = principal('editor', newId());

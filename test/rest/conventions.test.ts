@@ -416,6 +416,48 @@ describe.each(DATABASE_KINDS)('REST conventions on %s', (kind) => {
     expect(await storedPost(post.id)).toBeUndefined();
   });
 
+  it('answers POST and PUT with the ETag a GET would give, so conditional updates chain without a GET', async () => {
+    const post = await createPost(adminToken, { title: 'first', body: 'b', status: 'draft' });
+    const cases: { create: { url: string; body: unknown }; replace: (created: Record<string, unknown>, round: number) => unknown }[] = [
+      { create: { url: '/v1/posts', body: { title: 'tagged', body: 'b', status: 'draft' } }, replace: (_c, round) => ({ title: `tagged ${round}`, body: 'b', status: 'draft' }) },
+      { create: { url: `/v1/posts/${post.id}/comments`, body: { body: 'tagged' } }, replace: (_c, round) => ({ body: `tagged ${round}` }) },
+      {
+        create: { url: '/v1/users', body: { email: 'tagged@example.com', name: 'Tagged', role: 'member', password: 'a long enough password' } },
+        replace: (c, round) => ({ email: c.email, name: `Tagged ${round}`, role: 'member', active: true }),
+      },
+      {
+        create: { url: '/v1/clients', body: { name: 'Tagged', type: 'confidential', redirectUris: [], grantTypes: ['client_credentials'], scopes: ['read:posts'], role: 'member' } },
+        replace: (c, round) => ({
+          name: `Tagged ${round}`, type: 'confidential', redirectUris: [], grantTypes: ['client_credentials'], scopes: ['read:posts'], role: 'member',
+          accessTokenFormat: c.accessTokenFormat, accessTokenTtl: c.accessTokenTtl, firstParty: false, legacy: false,
+        }),
+      },
+    ];
+    for (const { create, replace } of cases) {
+      const created = await t.request({ method: 'POST', url: create.url, token: adminToken, headers: { 'idempotency-key': `tag-${create.url}` }, body: create.body });
+      expect(created.statusCode, created.body).toBe(201);
+      expect(created.headers.etag).toMatch(ETAG);
+      const location = String(created.headers.location);
+      expect((await t.request({ url: location, token: adminToken })).headers.etag, location).toBe(created.headers.etag);
+      // A replay of the creation carries the same ETag (a client secret shown once is not part of it).
+      const replayed = await t.request({ method: 'POST', url: create.url, token: adminToken, headers: { 'idempotency-key': `tag-${create.url}` }, body: create.body });
+      expect({ replayed: replayed.headers['idempotent-replayed'], etag: replayed.headers.etag }).toEqual({ replayed: 'true', etag: created.headers.etag });
+
+      let etag = String(created.headers.etag);
+      for (let round = 1; round <= 2; round++) {
+        const put = await t.request({ method: 'PUT', url: location, token: adminToken, headers: { 'if-match': etag }, body: replace(created.json(), round) });
+        expect(put.statusCode, put.body).toBe(200);
+        expect(put.headers.etag).toMatch(ETAG);
+        expect(put.headers.etag).not.toBe(etag);
+        const read = await t.request({ url: location, token: adminToken });
+        expect({ etag: read.headers.etag, body: read.json() }, location).toEqual({ etag: put.headers.etag, body: put.json() });
+        etag = String(put.headers.etag);
+      }
+      // The ETag of the last PUT is the current one: a DELETE guarded by it succeeds.
+      expect((await t.request({ method: 'DELETE', url: location, token: adminToken, headers: { 'if-match': etag } })).statusCode).toBe(204);
+    }
+  });
+
   it('If-Match also guards PUT on users', async () => {
     const member = await t.createUser('member');
     const url = `/v1/users/${member.id}`;
