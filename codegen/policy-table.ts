@@ -94,8 +94,10 @@ function writableFields(doc: OpenApiDocument, type: string): Set<string> {
   for (const pathItem of Object.values<any>(doc.paths ?? {})) {
     for (const op of Object.values<any>(pathItem)) {
       if (op?.['x-resource']?.type !== type || !op.requestBody) continue;
-      const schema = deref(doc, deref(doc, op.requestBody).content?.['application/json']?.schema);
-      for (const name of Object.keys(schema?.properties ?? {})) fields.add(name);
+      for (const media of Object.values<any>(deref(doc, op.requestBody).content ?? {})) {
+        const schema = deref(doc, media?.schema);
+        for (const name of Object.keys(schema?.properties ?? {})) fields.add(name);
+      }
     }
   }
   return fields;

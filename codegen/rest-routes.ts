@@ -3,7 +3,9 @@ import { checkAccess, type PolicySource } from './access-rule.js';
 import { deref, toRuntimeSchema, type OpenApiDocument } from './json-schema.js';
 import type { Problems } from './problems.js';
 
-const METHODS: HttpMethod[] = ['GET', 'POST', 'PUT', 'DELETE'];
+const METHODS: HttpMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+/** The request body media types a route may take: JSON, and JSON merge patch (RFC 7396) for PATCH. */
+const BODY_MEDIA_TYPES: Readonly<Record<string, HttpMethod[]>> = { 'application/json': ['POST', 'PUT', 'DELETE'], 'application/merge-patch+json': ['PATCH'] };
 const VERSION_PREFIX = /^\/v1(?=\/|$)/;
 
 /** The route table, and the schemas its routes share by reference. */
@@ -78,10 +80,18 @@ function compileOperation(doc: OpenApiDocument, path: string, method: HttpMethod
   if (headers.length > 0) schema.headers = objectSchema(doc, headers, true);
 
   const body = op.requestBody ? deref(doc, op.requestBody) : null;
+  let bodyMediaType: string | null = null;
   if (body) {
-    const json = body.content?.['application/json'];
-    if (!json?.schema) ctx.problems.add(ctx.file, ctx.where, 'request body must be application/json with a schema');
-    else schema.body = toRuntimeSchema(doc, json.schema);
+    const types = Object.keys(body.content ?? {});
+    const allowed = Object.entries(BODY_MEDIA_TYPES).filter(([, methods]) => methods.includes(method)).map(([type]) => type);
+    if (types.length !== 1 || !allowed.includes(types[0]!) || !body.content[types[0]!]?.schema) {
+      ctx.problems.add(ctx.file, ctx.where, `request body must be one of ${allowed.join(', ')}, with a schema`);
+    } else {
+      bodyMediaType = types[0]!;
+      schema.body = toRuntimeSchema(doc, body.content[bodyMediaType].schema);
+    }
+  } else if (method === 'PATCH') {
+    ctx.problems.add(ctx.file, ctx.where, 'PATCH needs a request body');
   }
 
   let successStatus = 0;
@@ -124,6 +134,7 @@ function compileOperation(doc: OpenApiDocument, path: string, method: HttpMethod
     deprecationHeaders: deprecationHeaders(op, ctx),
     successStatus,
     successMediaType,
+    bodyMediaType,
     expand,
     schema,
     access,

@@ -59,7 +59,11 @@ export interface paths {
         delete: operations["deleteUser"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change some fields of a user account
+         * @description Changes only the fields the body names: a JSON merge patch (RFC 7396) sent as `application/merge-patch+json`, where `null` removes an optional field. The patched user account must be a valid `UserReplace`, and the rules of the full replacement (`PUT`) apply to it: protected fields, conflicts, `If-Match`. Send the `ETag` you read in `If-Match` to avoid overwriting a concurrent change.
+         */
+        patch: operations["updateUser"];
         trace?: never;
     };
     "/v1/users/{userId}/posts": {
@@ -131,7 +135,11 @@ export interface paths {
         delete: operations["deletePost"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change some fields of a post
+         * @description Changes only the fields the body names: a JSON merge patch (RFC 7396) sent as `application/merge-patch+json`, where `null` removes an optional field. The patched post must be a valid `PostReplace`, and the rules of the full replacement (`PUT`) apply to it: protected fields, conflicts, `If-Match`. Send the `ETag` you read in `If-Match` to avoid overwriting a concurrent change.
+         */
+        patch: operations["updatePost"];
         trace?: never;
     };
     "/v1/posts/{postId}/comments": {
@@ -183,7 +191,11 @@ export interface paths {
         delete: operations["deleteComment"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change some fields of a comment
+         * @description Changes only the fields the body names: a JSON merge patch (RFC 7396) sent as `application/merge-patch+json`, where `null` removes an optional field. The patched comment must be a valid `CommentReplace`, and the rules of the full replacement (`PUT`) apply to it: protected fields, conflicts, `If-Match`. Send the `ETag` you read in `If-Match` to avoid overwriting a concurrent change.
+         */
+        patch: operations["updateComment"];
         trace?: never;
     };
     "/v1/audit-events": {
@@ -275,7 +287,11 @@ export interface paths {
         delete: operations["deleteClient"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change some fields of a client registration
+         * @description Changes only the fields the body names: a JSON merge patch (RFC 7396) sent as `application/merge-patch+json`, where `null` removes an optional field. The patched client registration must be a valid `ClientReplace`, and the rules of the full replacement (`PUT`) apply to it: protected fields, conflicts, `If-Match`. Send the `ETag` you read in `If-Match` to avoid overwriting a concurrent change.
+         */
+        patch: operations["updateClient"];
         trace?: never;
     };
     "/v1/rest": {
@@ -463,6 +479,19 @@ export interface components {
             /** @description A new password. When absent the password is unchanged. Never returned. */
             password?: string;
         };
+        /** @description A JSON merge patch (RFC 7396) of a user account: the fields to change, each as in `UserReplace`; `null` removes an optional one. The patched user account must be a valid `UserReplace`. */
+        UserPatch: {
+            /**
+             * Format: email
+             * @description Unique among all users.
+             */
+            email?: string;
+            name?: string;
+            role?: components["schemas"]["Role"];
+            active?: boolean;
+            /** @description A new password. When absent the password is unchanged. Never returned. */
+            password?: string | null;
+        };
         /** @description One page of users. */
         UserList: {
             data: components["schemas"]["User"][];
@@ -503,6 +532,14 @@ export interface components {
             /** @enum {string} */
             status: "draft" | "published";
         };
+        /** @description A JSON merge patch (RFC 7396) of a post: the fields to change, each as in `PostReplace`; `null` removes an optional one. The patched post must be a valid `PostReplace`. */
+        PostPatch: {
+            title?: string;
+            /** @description Plain text; line breaks and tabs are allowed, other control characters are not. */
+            body?: string;
+            /** @enum {string} */
+            status?: "draft" | "published";
+        };
         /** @description One page of posts. */
         PostList: {
             data: components["schemas"]["Post"][];
@@ -529,6 +566,11 @@ export interface components {
         CommentReplace: {
             /** @description Plain text; line breaks and tabs are allowed, other control characters are not. */
             body: string;
+        };
+        /** @description A JSON merge patch (RFC 7396) of a comment: the fields to change, each as in `CommentReplace`; `null` removes an optional one. The patched comment must be a valid `CommentReplace`. */
+        CommentPatch: {
+            /** @description Plain text; line breaks and tabs are allowed, other control characters are not. */
+            body?: string;
         };
         /** @description One page of comments. */
         CommentList: {
@@ -687,6 +729,39 @@ export interface components {
             firstParty: boolean;
             /** @description Allows the password grant when the server configuration allows it too. */
             legacy: boolean;
+        };
+        /** @description A JSON merge patch (RFC 7396) of a client registration: the fields to change, each as in `ClientReplace`; `null` removes an optional one. The patched client registration must be a valid `ClientReplace`. */
+        ClientPatch: {
+            name?: string;
+            /** @enum {string} */
+            type?: "confidential" | "public";
+            /** @description Redirect URIs, matched exactly (no wildcards); at least one with `authorization_code`, none without it (absent: none). */
+            redirectUris?: components["schemas"]["RedirectUri"][] | null;
+            /** @description Where the client may ask to be sent after signing the user out (OpenID Connect RP-Initiated Logout 1.0 `post_logout_redirect_uris`), matched exactly; only with `authorization_code`. */
+            postLogoutRedirectUris?: components["schemas"]["RedirectUri"][] | null;
+            grantTypes?: components["schemas"]["GrantType"][];
+            /** @description The scopes the client may request. */
+            scopes?: components["schemas"]["Scope"][];
+            /**
+             * @description The role (see `Role`) a client-credentials token acts with: required with `client_credentials`, absent or null otherwise.
+             * @enum {string|null}
+             */
+            role?: "admin" | "editor" | "member" | null;
+            /** @enum {string} */
+            accessTokenFormat?: "jwt" | "opaque";
+            /**
+             * Format: int32
+             * @description Access token lifetime in seconds.
+             */
+            accessTokenTtl?: number;
+            /**
+             * @description The algorithm the client's ID tokens are signed with (OpenID Connect Dynamic Client Registration 1.0 §2).
+             * @enum {string|null}
+             */
+            idTokenSignedResponseAlg?: "RS256" | "ES256" | null;
+            firstParty?: boolean;
+            /** @description Allows the password grant when the server configuration allows it too. */
+            legacy?: boolean;
         };
         /** @description One page of clients. */
         ClientList: {
@@ -1541,6 +1616,64 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    updateUser: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Perform the change only if the resource's current ETag is one of these (`*` for any existing representation); otherwise the answer is `412 PRECONDITION_FAILED`.
+                 * @example "5d41402abc4b2a76b9719d911017c592"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
+            path: {
+                /**
+                 * @description The user's id.
+                 * @example 018f6b2a9c004e7fa1b2c3d4e5f60718
+                 */
+                userId: components["parameters"]["UserId"];
+            };
+            cookie?: never;
+        };
+        /** @description The fields to change. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Alice Smith"
+                 *     }
+                 */
+                "application/merge-patch+json": components["schemas"]["UserPatch"];
+            };
+        };
+        responses: {
+            /** @description The user after the change. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["WrittenETag"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            406: components["responses"]["NotAcceptable"];
+            409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     listUserPosts: {
         parameters: {
             query?: {
@@ -1898,6 +2031,63 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    updatePost: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Perform the change only if the resource's current ETag is one of these (`*` for any existing representation); otherwise the answer is `412 PRECONDITION_FAILED`.
+                 * @example "5d41402abc4b2a76b9719d911017c592"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
+            path: {
+                /**
+                 * @description The post's id.
+                 * @example 018f6b2b11aa4c3d8e9f0a1b2c3d4e5f
+                 */
+                postId: components["parameters"]["PostId"];
+            };
+            cookie?: never;
+        };
+        /** @description The fields to change. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "status": "published"
+                 *     }
+                 */
+                "application/merge-patch+json": components["schemas"]["PostPatch"];
+            };
+        };
+        responses: {
+            /** @description The post after the change. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["WrittenETag"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Post"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            406: components["responses"]["NotAcceptable"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     listPostComments: {
         parameters: {
             query?: {
@@ -2177,6 +2367,63 @@ export interface operations {
             404: components["responses"]["NotFound"];
             406: components["responses"]["NotAcceptable"];
             412: components["responses"]["PreconditionFailed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateComment: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Perform the change only if the resource's current ETag is one of these (`*` for any existing representation); otherwise the answer is `412 PRECONDITION_FAILED`.
+                 * @example "5d41402abc4b2a76b9719d911017c592"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
+            path: {
+                /**
+                 * @description The comment's id.
+                 * @example 018f6b2c22bb4d5e9f0a1b2c3d4e5f60
+                 */
+                commentId: components["parameters"]["CommentId"];
+            };
+            cookie?: never;
+        };
+        /** @description The fields to change. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "body": "Thanks, edited."
+                 *     }
+                 */
+                "application/merge-patch+json": components["schemas"]["CommentPatch"];
+            };
+        };
+        responses: {
+            /** @description The comment after the change. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["WrittenETag"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Comment"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            406: components["responses"]["NotAcceptable"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -2583,6 +2830,63 @@ export interface operations {
             404: components["responses"]["NotFound"];
             406: components["responses"]["NotAcceptable"];
             412: components["responses"]["PreconditionFailed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateClient: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Perform the change only if the resource's current ETag is one of these (`*` for any existing representation); otherwise the answer is `412 PRECONDITION_FAILED`.
+                 * @example "5d41402abc4b2a76b9719d911017c592"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
+            path: {
+                /**
+                 * @description The client's resource `id` (the `id` property), not its OAuth `client_id` (the `clientId` property).
+                 * @example 018f6b2d33cc4e6fa01b2c3d4e5f6071
+                 */
+                clientId: components["parameters"]["ClientId"];
+            };
+            cookie?: never;
+        };
+        /** @description The fields to change. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Reporting service"
+                 *     }
+                 */
+                "application/merge-patch+json": components["schemas"]["ClientPatch"];
+            };
+        };
+        responses: {
+            /** @description The client after the change. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["WrittenETag"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Client"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            406: components["responses"]["NotAcceptable"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

@@ -304,6 +304,21 @@ export const policy: PolicyTable = {
       },
       "deprecated": false
     },
+    "rest:updateUser": {
+      "id": "rest:updateUser",
+      "public": false,
+      "authenticated": false,
+      "scopes": [
+        "write:users"
+      ],
+      "permission": "update_user",
+      "resource": {
+        "type": "user",
+        "param": "userId",
+        "action": "update"
+      },
+      "deprecated": false
+    },
     "rest:deleteUser": {
       "id": "rest:deleteUser",
       "public": false,
@@ -386,6 +401,21 @@ export const policy: PolicyTable = {
       },
       "deprecated": false
     },
+    "rest:updatePost": {
+      "id": "rest:updatePost",
+      "public": false,
+      "authenticated": false,
+      "scopes": [
+        "write:posts"
+      ],
+      "permission": "update_post",
+      "resource": {
+        "type": "post",
+        "param": "postId",
+        "action": "update"
+      },
+      "deprecated": false
+    },
     "rest:deletePost": {
       "id": "rest:deletePost",
       "public": false,
@@ -448,6 +478,21 @@ export const policy: PolicyTable = {
     },
     "rest:replaceComment": {
       "id": "rest:replaceComment",
+      "public": false,
+      "authenticated": false,
+      "scopes": [
+        "write:comments"
+      ],
+      "permission": "update_comment",
+      "resource": {
+        "type": "comment",
+        "param": "commentId",
+        "action": "update"
+      },
+      "deprecated": false
+    },
+    "rest:updateComment": {
+      "id": "rest:updateComment",
       "public": false,
       "authenticated": false,
       "scopes": [
@@ -537,6 +582,21 @@ export const policy: PolicyTable = {
     },
     "rest:replaceClient": {
       "id": "rest:replaceClient",
+      "public": false,
+      "authenticated": false,
+      "scopes": [
+        "write:clients"
+      ],
+      "permission": "update_client",
+      "resource": {
+        "type": "client",
+        "param": "clientId",
+        "action": "update"
+      },
+      "deprecated": false
+    },
+    "rest:updateClient": {
+      "id": "rest:updateClient",
       "public": false,
       "authenticated": false,
       "scopes": [

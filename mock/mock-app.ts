@@ -6,7 +6,7 @@ import { fromFastifyError } from '../src/rest/error-response.js';
 import { parseJsonBody } from '../src/rest/json-body.js';
 import { mergeBracketExpand, openExchange } from '../src/rest/plugin.js';
 import type { RestExchange } from '../src/rest/rest-exchange.js';
-import { negotiate, rejectBodyToken, validate } from '../src/rest/rest-stages.js';
+import { checkBodyType, MERGE_PATCH_TYPE, negotiate, rejectBodyToken, validate } from '../src/rest/rest-stages.js';
 import { sendRestError } from '../src/rest/send-error.js';
 import { rejectInvalidText } from '../src/rest/text-integrity.js';
 import { VENDOR_TYPE } from '../src/rest/versioning.js';
@@ -17,7 +17,7 @@ import { contractBackend } from './contract-backend.js';
  * server refuses before any handler runs, the mock refuses with the same answer. Tokens are not checked:
  * the mock has no authorization server.
  */
-const REQUEST_CHECKS: readonly ((ex: RestExchange) => void)[] = [negotiate, rejectBodyToken, rejectInvalidText, validate];
+const REQUEST_CHECKS: readonly ((ex: RestExchange) => void)[] = [negotiate, rejectBodyToken, rejectInvalidText, checkBodyType, validate];
 
 /** Added to every response by the published contract for CORS, which the mock does not do. */
 const CORS_HEADER = 'access-control-allow-origin';
@@ -59,7 +59,7 @@ export async function buildMockApp(options: { bodyLimit: number; logger?: boolea
   const api: OpenAPIBackend = await contractBackend();
   const app = Fastify({ bodyLimit: options.bodyLimit, logger: options.logger ?? false, routerOptions: { ignoreTrailingSlash: true } });
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser(['application/json', VENDOR_TYPE], { parseAs: 'buffer' }, parseJsonBody);
+  app.addContentTypeParser(['application/json', VENDOR_TYPE, MERGE_PATCH_TYPE], { parseAs: 'buffer' }, parseJsonBody);
   app.setErrorHandler((error, _request, reply) => sendRestError(reply, fromFastifyError(error)));
   app.setNotFoundHandler((_request, reply) => sendRestError(reply, new ApiError('NOT_FOUND', 'There is no such endpoint.')));
 

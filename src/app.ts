@@ -43,6 +43,7 @@ import { TrustedDocuments } from './graphql/trusted-documents.js';
 import { InProcessEventBus } from './events/event-bus.js';
 import { representationTagger } from './rest/representation.js';
 import { sendRestError } from './rest/send-error.js';
+import { replacementContracts } from './rest/validation.js';
 import type { RouteDefinition } from './rest/route-definition.js';
 import { PACKAGE_ROOT } from './package-root.js';
 import { openDb, type Db } from './storage/dialect.js';
@@ -255,6 +256,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     publishedSpec: JSON.stringify(published),
     graphqlSdl: fs.readFileSync(GRAPHQL_SDL, 'utf8'),
     defaultAccessTokenTtl: config.tokens.accessTokenTtl,
+    replacement: replacementContracts(api.routes),
     invalidateSubject(subject) {
       // What the invalidation feed does for every process, done at once for this one.
       forgetCached('user', subject);

@@ -27,6 +27,11 @@ export interface OperationDeps {
   events: EventPublisher;
   /** Called after a user or client changes in a way that must end cached sessions at once. */
   invalidateSubject(subject: string): void;
+  /**
+   * A replacement body's contract (a PUT's), for PATCH: the fields it takes, and its check of a body —
+   * VALIDATION_FAILED with `/body/...` details, or the body with the contract's defaults filled in.
+   */
+  replacement(operationId: string): { fields: readonly string[]; check(body: unknown): unknown };
 }
 
 export interface OperationContext {

@@ -10,7 +10,7 @@ import { runIdempotent } from './idempotency.js';
 import { parseJsonBody } from './json-body.js';
 import type { RestExchange } from './rest-exchange.js';
 import { runPhase } from './rest-pipeline.js';
-import type { RestStageDeps } from './rest-stages.js';
+import { MERGE_PATCH_TYPE, type RestStageDeps } from './rest-stages.js';
 import { sendRestError } from './send-error.js';
 import { nextLink } from './link-header.js';
 import type { RouteDefinition } from './route-definition.js';
@@ -48,9 +48,10 @@ declare module 'fastify' {
 export async function registerRest(app: FastifyInstance, deps: RestDeps): Promise<void> {
   await app.register(async (scope) => {
     scope.setSerializerCompiler(serializerCompiler);
-    // JSON only (and its vendor form); prototype-poisoning keys are refused, not stripped.
+    // JSON only (its vendor form, and JSON merge patch for PATCH; each route takes its own: check-body-type);
+    // prototype-poisoning keys are refused, not stripped.
     scope.removeAllContentTypeParsers();
-    scope.addContentTypeParser(['application/json', VENDOR_TYPE], { parseAs: 'buffer' }, parseJsonBody);
+    scope.addContentTypeParser(['application/json', VENDOR_TYPE, MERGE_PATCH_TYPE], { parseAs: 'buffer' }, parseJsonBody);
     scope.decorateRequest('exchange', null);
 
     scope.addHook('onRequest', (request, _reply, done) => {

@@ -93,7 +93,7 @@ export function representationTagger(routes: readonly RouteDefinition[]): Repres
     written(route, result) {
       if (result.body === null || typeof result.body !== 'object' || Array.isArray(result.body)) return null;
       let get: RouteDefinition | undefined;
-      if (route.method === 'PUT' && result.status === 200) get = getRoutes.get(route.path);
+      if ((route.method === 'PUT' || route.method === 'PATCH') && result.status === 200) get = getRoutes.get(route.path);
       else if (route.method === 'POST' && result.status === 201 && result.headers?.location) {
         const location = result.headers.location;
         get = byLocation.find((candidate) => candidate.pattern.test(location))?.route;

@@ -1,7 +1,7 @@
 import { runStages, type Stage, type StageResult } from '../pipeline/pipeline.js';
 import { authorizeOperation, checkResource, identify, limit, limitAddress } from '../pipeline/stages.js';
 import type { RestExchange } from './rest-exchange.js';
-import { checkPrecondition, negotiate, rejectBodyToken, validate, type RestStageDeps } from './rest-stages.js';
+import { checkBodyType, checkPrecondition, negotiate, rejectBodyToken, validate, type RestStageDeps } from './rest-stages.js';
 import { rejectInvalidText } from './text-integrity.js';
 
 export type Phase = 'request' | 'body';
@@ -20,7 +20,7 @@ export interface RestStage extends Stage<RestExchange, RestStageDeps> {
  * the decision goes to the audit log (src/pipeline/record-decision.ts).
  *
  *   limit-address -> authenticate -> rate-limit -> negotiate -> authorize -> (parse) -> reject-body-token
- *   -> reject-invalid-text -> validate -> load-resource -> check-precondition
+ *   -> reject-invalid-text -> check-body-type -> validate -> load-resource -> check-precondition
  *   -> handle -> serialize -> audit
  */
 export const REST_PIPELINE: readonly RestStage[] = [
@@ -31,6 +31,7 @@ export const REST_PIPELINE: readonly RestStage[] = [
   { name: 'authorize', phase: 'request', run: authorizeOperation },
   { name: 'reject-body-token', phase: 'body', run: rejectBodyToken },
   { name: 'reject-invalid-text', phase: 'body', run: rejectInvalidText },
+  { name: 'check-body-type', phase: 'body', run: checkBodyType },
   { name: 'validate', phase: 'body', run: validate },
   { name: 'load-resource', phase: 'body', run: checkResource },
   { name: 'check-precondition', phase: 'body', run: checkPrecondition },

@@ -5,7 +5,7 @@ import { matchesAny } from './entity-tag.js';
 import type { RepresentationTagger } from './representation.js';
 import type { RestExchange } from './rest-exchange.js';
 import { requestValidator } from './validation.js';
-import { negotiateVersion } from './versioning.js';
+import { negotiateVersion, VENDOR_TYPE } from './versioning.js';
 
 export interface RestStageDeps extends PipelineDeps {
   /** The ETags GETs would carry: of a resource now (If-Match), of what a write returned. */
@@ -28,15 +28,29 @@ export function rejectBodyToken(ex: RestExchange): void {
   }
 }
 
+export const MERGE_PATCH_TYPE = 'application/merge-patch+json';
+
+/**
+ * The body in the media type the operation takes: JSON (or this API's vendor JSON type) for POST and PUT,
+ * a JSON merge patch (RFC 7396) for PATCH — the two mean different things, so neither stands in for the
+ * other (415, naming the one to send).
+ */
+export function checkBodyType(ex: RestExchange): void {
+  if (ex.body === undefined || ex.route.bodyMediaType === null) return;
+  const sent = String(ex.headers['content-type'] ?? '').split(';', 1)[0]!.trim().toLowerCase();
+  const accepted = ex.route.bodyMediaType === MERGE_PATCH_TYPE ? sent === MERGE_PATCH_TYPE : sent === 'application/json' || sent === VENDOR_TYPE;
+  if (!accepted) throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `The request body must be ${ex.route.bodyMediaType}.`);
+}
+
 /** Parameters, body, query and headers against the contract (400 VALIDATION_FAILED, no mass assignment). */
 export function validate(ex: RestExchange): void {
   requestValidator(ex.route)({ params: ex.params, body: ex.body, querystring: ex.query, headers: ex.headers });
 }
 
-/** RFC 9110 §13.1.1: a PUT or DELETE with If-Match proceeds only when the current representation matches. */
+/** RFC 9110 §13.1.1: a PUT, PATCH or DELETE with If-Match proceeds only when the current representation matches. */
 export function checkPrecondition(ex: RestExchange, deps: RestStageDeps): void {
   const ifMatch = ex.headers['if-match'];
-  if (ifMatch === undefined || !ex.resource || (ex.method !== 'PUT' && ex.method !== 'DELETE')) return;
+  if (ifMatch === undefined || !ex.resource || (ex.method !== 'PUT' && ex.method !== 'PATCH' && ex.method !== 'DELETE')) return;
   const current = deps.representations.current(ex.route, ex.resource);
   if (current === null || !matchesAny(ifMatch, current, false)) throw new ApiError('PRECONDITION_FAILED');
 }

@@ -1,6 +1,6 @@
 import type { OperationAccess } from '../policy/table.js';
 
-export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
 export interface JsonSchema {
   [key: string]: unknown;
@@ -28,6 +28,8 @@ export interface RouteDefinition {
   successStatus: number;
   /** Media type of the success response body, or null when it has none (204). */
   successMediaType: string | null;
+  /** Media type of the request body (`application/json`, or `application/merge-patch+json` for PATCH); null without one. */
+  bodyMediaType: string | null;
   expand: string[];
   schema: {
     params?: JsonSchema;

@@ -163,3 +163,25 @@ export function validationDetails(errors: ErrorObject[], part: string | undefine
     return { path: `${prefix}${path}`, message };
   });
 }
+
+/**
+ * The replacement bodies of the contract (PUT operations' request bodies), by operationId, as PATCH needs
+ * them: the fields each takes, and the body checked with the same compiled validator as a PUT's body.
+ */
+export function replacementContracts(routes: readonly RouteDefinition[]): (operationId: string) => { fields: readonly string[]; check(body: unknown): unknown } {
+  const byId = new Map(routes.filter((route) => route.method === 'PUT' && route.schema.body).map((route) => [route.operationId, route.schema.body!]));
+  return (operationId) => {
+    const schema = byId.get(operationId);
+    if (!schema) throw new Error(`The contract has no replacement body for ${operationId}`);
+    const validate = partValidator(schema, 'body');
+    return {
+      fields: Object.keys((schema as { properties?: object }).properties ?? {}),
+      check(body) {
+        if (!validate(body)) {
+          throw new ApiError('VALIDATION_FAILED', 'The patched resource does not match the contract.', { details: validationDetails(validate.errors ?? [], 'body') });
+        }
+        return body;
+      },
+    };
+  };
+}

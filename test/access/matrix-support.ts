@@ -65,7 +65,7 @@ export function createRouteFor(type: string): RouteDefinition {
 /** The contract's request example, made unique where the database demands it. */
 export function exampleBody(route: RouteDefinition): Row | undefined {
   const op = contract.paths[route.path][route.method.toLowerCase()];
-  const example = op.requestBody?.content?.['application/json']?.example;
+  const example = op.requestBody?.content?.[route.bodyMediaType ?? 'application/json']?.example;
   if (!example) return undefined;
   const body: Row = structuredClone(example);
   if ('email' in body) body.email = `matrix-${newId()}@example.com`;

@@ -36,7 +36,7 @@ describe.each(DATABASE_KINDS)('authorization matrix on %s', (kind) => {
             const scopes = scopesPresent ? route.access.scopes : ALL_API_SCOPES.filter((s) => !route.access.scopes.includes(s));
             const token = role === 'anonymous' ? undefined : await me.token(scopes.length > 0 ? scopes : ALL_API_SCOPES);
             const body = exampleBody(route);
-            const res = await t.request({ method: route.method, url: urlFor(route, me, arranged.id), token, body });
+            const res = await t.request({ method: route.method, url: urlFor(route, me, arranged.id), token, body, headers: body && route.bodyMediaType ? { 'content-type': route.bodyMediaType } : {} });
             const caller = role === 'anonymous' ? null : { id: me.id, role };
             const expected = expectedOutcome(route, caller, scopesPresent, arranged.target, arranged.rows, body);
             expect({ status: res.statusCode, code: res.statusCode >= 400 ? res.json().error.code : undefined }, res.body).toEqual({
@@ -75,7 +75,7 @@ describe.each(DATABASE_KINDS)('authorization matrix on %s', (kind) => {
             const other = await t.createUser('member');
             const arranged = await arrange(t, route.access.resource?.type, target, me, other);
             const body = exampleBody(route);
-            const res = await t.request({ method: route.method, url: urlFor(route, me, arranged.id), token, body });
+            const res = await t.request({ method: route.method, url: urlFor(route, me, arranged.id), token, body, headers: body && route.bodyMediaType ? { 'content-type': route.bodyMediaType } : {} });
             const expected = expectedOutcome(route, { id: me.id, role }, true, arranged.target, arranged.rows, body);
             const label = `${route.operationId}, target ${target}, ${source} token`;
             outcomes.push({ label, status: res.statusCode, code: res.statusCode >= 400 ? res.json().error.code : undefined, expected: expected.status, expectedCode: expected.code });

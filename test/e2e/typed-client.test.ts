@@ -72,6 +72,13 @@ describe.each(DATABASE_KINDS)('the typed client against the server (%s)', (kind)
       body: { email, name: 'Carol Jones', role: 'editor', active: true },
     });
     expect([replacedUser.response.status, replacedUser.data?.name, replacedUser.data?.role]).toEqual([200, 'Carol Jones', 'editor']);
+    // A merge patch changes only what it names; the ETag of the PUT is the one to send.
+    const patchedUser = await api.PATCH('/v1/users/{userId}', {
+      params: { path: { userId }, header: { 'If-Match': replacedUser.response.headers.get('etag')! } },
+      body: { name: 'Carol J.' },
+      headers: { 'content-type': 'application/merge-patch+json' },
+    });
+    expect([patchedUser.response.status, patchedUser.data?.name, patchedUser.data?.role, patchedUser.data?.email]).toEqual([200, 'Carol J.', 'editor', email]);
 
     // Posts
     const post = await api.POST('/v1/posts', { body: { title: 'Hello', body: 'First post', status: 'published' } });
@@ -85,6 +92,8 @@ describe.each(DATABASE_KINDS)('the typed client against the server (%s)', (kind)
     expect([userPosts.response.status, userPosts.data?.data.map((p) => p.id)]).toEqual([200, [postId]]);
     const replacedPost = await api.PUT('/v1/posts/{postId}', { params: { path: { postId } }, body: { title: 'Hello again', body: 'Edited', status: 'draft' } });
     expect([replacedPost.response.status, replacedPost.data?.status]).toEqual([200, 'draft']);
+    const patchedPost = await api.PATCH('/v1/posts/{postId}', { params: { path: { postId } }, body: { status: 'published' }, headers: { 'content-type': 'application/merge-patch+json' } });
+    expect([patchedPost.response.status, patchedPost.data?.status, patchedPost.data?.title]).toEqual([200, 'published', 'Hello again']);
 
     // Comments
     const comment = await api.POST('/v1/posts/{postId}/comments', { params: { path: { postId } }, body: { body: 'Nice.' } });
@@ -96,6 +105,8 @@ describe.each(DATABASE_KINDS)('the typed client against the server (%s)', (kind)
     expect([fetchedComment.response.status, fetchedComment.data?.post?.id]).toEqual([200, postId]);
     const replacedComment = await api.PUT('/v1/comments/{commentId}', { params: { path: { commentId } }, body: { body: 'Very nice.' } });
     expect([replacedComment.response.status, replacedComment.data?.body]).toEqual([200, 'Very nice.']);
+    const patchedComment = await api.PATCH('/v1/comments/{commentId}', { params: { path: { commentId } }, body: { body: 'Very, very nice.' }, headers: { 'content-type': 'application/merge-patch+json' } });
+    expect([patchedComment.response.status, patchedComment.data?.body]).toEqual([200, 'Very, very nice.']);
     expect((await api.DELETE('/v1/comments/{commentId}', { params: { path: { commentId } } })).response.status).toBe(204);
     expect((await api.DELETE('/v1/posts/{postId}', { params: { path: { postId } } })).response.status).toBe(204);
 
@@ -120,6 +131,8 @@ describe.each(DATABASE_KINDS)('the typed client against the server (%s)', (kind)
       body: { name: 'Reports', type: 'confidential', grantTypes: ['client_credentials'], scopes: ['read:posts'], role: 'member', accessTokenFormat: 'opaque', accessTokenTtl: 900, firstParty: false, legacy: false },
     });
     expect([replacedClient.response.status, replacedClient.data?.name, replacedClient.data?.accessTokenFormat]).toEqual([200, 'Reports', 'opaque']);
+    const patchedClient = await api.PATCH('/v1/clients/{clientId}', { params: { path: { clientId } }, body: { accessTokenTtl: 600 }, headers: { 'content-type': 'application/merge-patch+json' } });
+    expect([patchedClient.response.status, patchedClient.data?.name, patchedClient.data?.accessTokenTtl]).toEqual([200, 'Reports', 600]);
     expect((await api.DELETE('/v1/clients/{clientId}', { params: { path: { clientId } } })).response.status).toBe(204);
 
     // Audit, then the user goes
@@ -157,7 +170,7 @@ describe.each(DATABASE_KINDS)('the typed client against the server (%s)', (kind)
     expect(checker.problems).toEqual([]);
     expect([...checker.seen.keys()].sort()).toEqual(OPERATION_IDS);
     expect(OPERATION_IDS.filter((id) => !checker.seen.get(id)!.some((status) => status >= 200 && status < 300))).toEqual([]);
-    expect(OPERATION_IDS).toHaveLength(27);
+    expect(OPERATION_IDS).toHaveLength(31);
   }, 60_000);
 });
 

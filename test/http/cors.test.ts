@@ -86,7 +86,7 @@ describe('CORS with CORS_ORIGINS set', () => {
     ]);
     expect(corsOf(res)).toEqual({
       'access-control-allow-origin': APP,
-      'access-control-allow-methods': 'GET, HEAD, PUT, DELETE',
+      'access-control-allow-methods': 'GET, HEAD, PUT, PATCH, DELETE',
       'access-control-allow-headers': ALLOW_HEADERS,
       'access-control-max-age': '7200',
       vary: 'Origin',
@@ -104,8 +104,8 @@ describe('CORS with CORS_ORIGINS set', () => {
     const plain = await t.request({ method: 'OPTIONS', url: `/v1/posts/${postId}` });
     expect({ status: plain.statusCode, allow: plain.headers.allow, body: plain.json() }).toEqual({
       status: 405,
-      allow: 'GET, HEAD, PUT, DELETE',
-      body: { error: { code: 'METHOD_NOT_ALLOWED', message: 'OPTIONS is not allowed here; use GET, HEAD, PUT, DELETE.' } },
+      allow: 'GET, HEAD, PUT, PATCH, DELETE',
+      body: { error: { code: 'METHOD_NOT_ALLOWED', message: 'OPTIONS is not allowed here; use GET, HEAD, PUT, PATCH, DELETE.' } },
     });
     expect(corsOf(plain)).toEqual({ vary: 'Origin' });
     const refused = await preflight(t, `/v1/posts/${postId}`, 'https://evil.example', 'DELETE', { 'access-control-request-headers': 'authorization' });

@@ -37,10 +37,11 @@ describe('the mock server', () => {
     for (const route of routes) {
       const operation = api.router.getOperation(route.operationId)!;
       const url = route.path.replace(/\{[^}]+\}/g, '018f6b2b11aa4c3d8e9f0a1b2c3d4e5f');
-      const requestBody = (operation.requestBody as any)?.content['application/json'].example;
+      const mediaType = route.bodyMediaType ?? 'application/json';
+      const requestBody = (operation.requestBody as any)?.content[mediaType].example;
       const res = await fetch(`${baseUrl}${url}`, {
         method: route.method,
-        ...(requestBody !== undefined ? { headers: { 'content-type': 'application/json' }, body: JSON.stringify(requestBody) } : {}),
+        ...(requestBody !== undefined ? { headers: { 'content-type': mediaType }, body: JSON.stringify(requestBody) } : {}),
       });
       await checker.check(operation, res);
       const status = String(route.successStatus);
@@ -50,7 +51,7 @@ describe('the mock server', () => {
       expect([route.operationId, text === '' ? undefined : route.successMediaType === 'application/json' ? JSON.parse(text) : text]).toEqual([route.operationId, example]);
     }
     expect(checker.problems).toEqual([]);
-    expect(checker.seen.size).toBe(27);
+    expect(checker.seen.size).toBe(31);
   });
 
   it('builds the response headers the contract declares from their examples', async () => {

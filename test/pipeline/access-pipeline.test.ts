@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { policy } from '../../generated/policy.js';
+import { routes } from '../../generated/routes.js';
+import { replacementContracts } from '../../src/rest/validation.js';
 import { configFrom } from '../../src/config/config.js';
 import { ApiError } from '../../src/errors/registry.js';
 import { InProcessEventBus } from '../../src/events/event-bus.js';
@@ -34,7 +36,7 @@ describe.each(DATABASE_KINDS)('the transport-neutral access pipeline on %s', (ki
     const db = t.database.db;
     const config = configFrom({ DATA_DIR: t.dataDir, ISSUER: 'http://127.0.0.1:3000', KEY_ENCRYPTION_SECRET: 'test-key-encryption-secret-0123456789abcdef' });
     const operations: OperationDeps = { db: db.kysely, sqlite: db.sqlite, policy, resources, publishedSpec: '{}', graphqlSdl: '', events: new InProcessEventBus(),
-      defaultAccessTokenTtl: 600, invalidateSubject: () => {} };
+      defaultAccessTokenTtl: 600, replacement: replacementContracts(routes), invalidateSubject: () => {} };
     deps = { policy, tokens: t.app.tokens, subjects: new SubjectDirectory(db.kysely), limiter: new RateLimiter(config.rateLimit), operations };
     author = await t.createUser('member');
     other = await t.createUser('member');

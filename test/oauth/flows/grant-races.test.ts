@@ -1,6 +1,8 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { policy } from '../../../generated/policy.js';
+import { routes } from '../../../generated/routes.js';
+import { replacementContracts } from '../../../src/rest/validation.js';
 import { InProcessEventBus } from '../../../src/events/event-bus.js';
 import { handlers } from '../../../src/operations/index.js';
 import { ResourceLoaders } from '../../../src/resources/loaders.js';
@@ -212,7 +214,7 @@ describe.each(DATABASE_KINDS)('grants racing revocations on %s', (kind) => {
     };
     const resource = await app.db.kysely.selectFrom('users').selectAll().where('id', '=', user.id).executeTakeFirstOrThrow();
     const deps = { db: app.db.kysely, sqlite: null, policy, resources, publishedSpec: '', graphqlSdl: '', events: new InProcessEventBus(),
-      defaultAccessTokenTtl: 600, invalidateSubject: (id: string) => app.oauth.tokens.evictSubject(id) };
+      defaultAccessTokenTtl: 600, replacement: replacementContracts(routes), invalidateSubject: (id: string) => app.oauth.tokens.evictSubject(id) };
     await handlers.replaceUser(
       { params: { userId: user.id }, query: {}, body: { email: user.email, name: user.name, role: user.role, active } } as never,
       { principal: admin, resource: resource as never, deps, loaders: new ResourceLoaders({ ...deps }) },
