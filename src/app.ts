@@ -13,6 +13,7 @@ import { ApiError } from './errors/registry.js';
 import { capConnectionsPerAddress, clientErrorHandler, rawErrorResponse } from './http/connection-guard.js';
 import { Cors, isPreflight, preflightRefusal } from './http/cors.js';
 import { trustProxyOption } from './http/trust-proxy.js';
+import { addressKey } from './limits/address-key.js';
 import { RateLimiter, rateLimitHeaders } from './limits/rate-limit.js';
 import { SignInThrottle } from './limits/sign-in-throttle.js';
 import { KeyStore } from './oauth/keys/key-store.js';
@@ -57,6 +58,8 @@ export interface App {
   keys: KeyStore;
   audit: AuditLog;
   bootstrap: BootstrapResult | null;
+  /** The resource events this instance's GraphQL subscribers listen to. */
+  events: InProcessEventBus;
   close(): Promise<void>;
 }
 
@@ -342,7 +345,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
 
   fastify.setNotFoundHandler(async (request, reply) => {
     // Probing for paths counts against the caller's address like any anonymous request.
-    const limit = await limiter.anonymous.consume(request.ip);
+    const limit = await limiter.anonymous.consume(addressKey(request.ip));
     reply.headers(rateLimitHeaders(limit));
     const urlPath = request.url.split('?', 1)[0]!;
     const allow = allowedMethods.for(urlPath);
@@ -375,6 +378,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     keys,
     audit,
     bootstrap,
+    events,
     async close() {
       // Stop taking requests and drain in-flight ones, then flush the audit log, then the database.
       closing = true;

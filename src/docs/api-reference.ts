@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors/registry.js';
 import { rateLimitHeaders, type RateLimitPolicy } from '../limits/rate-limit.js';
+import { addressKey } from '../limits/address-key.js';
 import { entityTag, matchesAny } from '../rest/entity-tag.js';
 import { sendRestError } from '../rest/send-error.js';
 
@@ -64,7 +65,7 @@ const NO_IMAGE = '"data:,"';
 /** An onRequest hook: the request spends the caller's address's anonymous budget; 429 once it is spent. */
 export function spendAnonymousBudget(budget: RateLimitPolicy) {
   return async (request: FastifyRequest, reply: FastifyReply) => {
-    const limit = await budget.consume(request.ip);
+    const limit = await budget.consume(addressKey(request.ip));
     reply.headers(rateLimitHeaders(limit));
     if (!limit.allowed) {
       const retryAfter = String(limit.resetSeconds);

@@ -187,6 +187,43 @@ describe.each(DATABASE_KINDS)('GraphQL subscriptions over WebSocket (graphql-ws)
     expect(new Set([...refused, ...delivered].map((m) => m.id)).size).toBe(20);
   });
 
+  it('closes with 4409 a socket that reuses an id still in use, and ends every stream of a closed socket', async () => {
+    await settle();
+    const baseline = t.app.events.subscriberCount;
+    const open = async () => {
+      const socket = new WebSocket(url, 'graphql-transport-ws');
+      const closed = new Promise<Closed>((resolve) => socket.once('close', (code, reason) => resolve({ code, reason: String(reason) })));
+      await new Promise((resolve) => socket.once('open', resolve));
+      const acked = new Promise((resolve) => socket.once('message', resolve));
+      socket.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${await reader.token()}` } }));
+      await acked;
+      return { socket, closed, raw: (socket as unknown as { _socket: import('node:net').Socket })._socket };
+    };
+    const subscribeFrame = (id: string) => JSON.stringify({ id, type: 'subscribe', payload: { query: 'subscription { postPublished { title } }' } });
+
+    // A subscribe, its complete and the same id again, read in one go: the second is refused and the socket closed.
+    const reused = await open();
+    reused.raw.cork();
+    reused.socket.send(subscribeFrame('x'));
+    reused.socket.send(JSON.stringify({ id: 'x', type: 'complete' }));
+    reused.socket.send(subscribeFrame('x'));
+    reused.raw.uncork();
+    expect(await reused.closed).toEqual({ code: 4409, reason: 'Subscriber for x already exists' });
+
+    // Sockets closed by their clients with subscriptions running, or still being checked: nothing stays subscribed.
+    for (let i = 0; i < 3; i++) {
+      const { socket, raw, closed } = await open();
+      raw.cork();
+      for (let n = 0; n < 10; n++) socket.send(subscribeFrame(`s${n}`));
+      raw.uncork();
+      if (i > 0) await settle();
+      socket.close();
+      await closed;
+    }
+    await settle();
+    expect(t.app.events.subscriberCount).toBe(baseline);
+  });
+
   it('refuses a subscription to the comments of a post the subscriber may not read, as if it did not exist', async () => {
     const draft = await createPost(t, await author.token(), { title: 'secret', status: 'draft' });
     const { client } = connect({ authorization: `Bearer ${await reader.token()}` });

@@ -135,6 +135,14 @@ describe.each(DATABASE_KINDS)('REST rate limits on %s', (kind) => {
         t.app.fastify.inject({ method: 'POST', url: '/oauth/device_authorization', remoteAddress: address, headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'client_id=nobody' });
       for (let i = 1; i <= 3; i++) expect((await device(`2001:db8:9:9::${i}`)).statusCode).not.toBe(429);
       expect((await device('2001:db8:9:9:1:2:3:4')).statusCode).toBe(429);
+      // Probes of unknown paths and the API reference page spend the same budget.
+      for (const url of ['/nope', '/docs']) {
+        const network = url === '/nope' ? '2001:db8:a:a' : '2001:db8:b:b';
+        const statuses = [];
+        for (let i = 1; i <= 4; i++) statuses.push((await t.app.fastify.inject({ url, remoteAddress: `${network}::${i}` })).statusCode);
+        expect({ url, statuses }).toEqual({ url, statuses: [...statuses.slice(0, 3), 429] });
+        expect(statuses.slice(0, 3)).not.toContain(429);
+      }
     });
   });
 

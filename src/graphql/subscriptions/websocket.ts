@@ -41,7 +41,12 @@ const CONNECTION_INIT_TIMEOUT_MS = 3000;
 interface Connection {
   exchange: GraphqlExchange;
   socket: WebSocket;
+  /** Subscriptions held, from the moment their `subscribe` is read until they complete. */
   subscriptions: number;
+  /** Their ids: an id in use (pending or running) is not taken again. */
+  ids: Set<string>;
+  /** Their event streams, all ended when the socket closes. */
+  streams: Set<AsyncIterableIterator<ExecutionResult>>;
 }
 
 export interface SubscriptionServerOptions {
@@ -132,21 +137,31 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
           return false;
         }
         if (exchange.principal.kind === 'anonymous') return false;
-        connections.set(socket, { exchange, socket, subscriptions: 0 });
+        connections.set(socket, { exchange, socket, subscriptions: 0, ids: new Set(), streams: new Set() });
         return true;
       },
-      onClose(ctx) {
+      async onClose(ctx) {
+        const connection = connections.get(ctx.extra.socket);
         connections.delete(ctx.extra.socket);
+        // Whatever graphql-ws no longer holds (a stream that lost its id's slot) ends here too.
+        if (connection) await Promise.all([...connection.streams].map((stream) => stream.return?.()));
       },
-      async onSubscribe(ctx, _id, payload): Promise<ExecutionArgs | readonly GraphQLError[]> {
+      async onSubscribe(ctx, id, payload): Promise<ExecutionArgs | readonly GraphQLError[]> {
         const connection = connections.get(ctx.extra.socket);
         if (!connection) return [refusal('UNAUTHENTICATED', 'Authentication is required.')];
+        // graphql-ws frees an id when the client completes it, even while its subscribe is still being
+        // checked here: an id stays taken until its subscription has ended (graphql-transport-ws: 4409).
+        if (connection.ids.has(id)) {
+          close(connection.socket, 4409, `Subscriber for ${id} already exists`);
+          return [refusal('VALIDATION_FAILED', `Subscriber for ${id} already exists.`)];
+        }
         if (connection.subscriptions >= MAX_SUBSCRIPTIONS_PER_CONNECTION) {
           return [refusal('QUERY_TOO_COMPLEX', `At most ${MAX_SUBSCRIPTIONS_PER_CONNECTION} subscriptions per connection.`)];
         }
         // The slot is taken before the first await, so that frames read in one go cannot all pass the
         // check above; a refusal gives it back (onComplete does for a subscription that ran).
         connection.subscriptions++;
+        connection.ids.add(id);
         let admitted = false;
         try {
           // Each subscription is a request against the caller's budget, as a POST would be.
@@ -167,17 +182,39 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
           if (error instanceof GraphQLError) return [refusal('VALIDATION_FAILED', withoutSuggestions(error.message))];
           throw error;
         } finally {
-          if (!admitted) connection.subscriptions--;
+          if (!admitted) {
+            connection.subscriptions--;
+            connection.ids.delete(id);
+          }
         }
       },
-      subscribe(args) {
+      async subscribe(args) {
         const connection = connectionOf.get(args.contextValue as GraphqlContext);
         if (!connection) throw new Error('A subscription without its connection');
-        return subscribeEvents(args, () => contextOf(connection));
+        const result = await subscribeEvents(args, () => contextOf(connection));
+        if (!(Symbol.asyncIterator in result)) return result;
+        // A socket closed meanwhile has nobody to deliver to.
+        if (!connections.has(connection.socket)) {
+          await result.return?.();
+          return result;
+        }
+        const stream = result as AsyncIterableIterator<ExecutionResult>;
+        connection.streams.add(stream);
+        const [next, end] = [stream.next.bind(stream), stream.return!.bind(stream)];
+        stream.next = async () => {
+          const step = await next();
+          if (step.done) connection.streams.delete(stream);
+          return step;
+        };
+        stream.return = async () => {
+          connection.streams.delete(stream);
+          return end();
+        };
+        return stream;
       },
-      onComplete(ctx) {
+      onComplete(ctx, id) {
         const connection = connections.get(ctx.extra.socket);
-        if (connection) connection.subscriptions--;
+        if (connection && connection.ids.delete(id)) connection.subscriptions--;
       },
       onNext(ctx, _id, _payload, _args, result) {
         if (!result.errors) return result;
