@@ -198,8 +198,8 @@ export type QueryCommentArgs = {
 };
 
 /**
- * Writes, run in order. A refused mutation fails the request with its status (its result is non-null), and
- * the mutations after it in the document do not run.
+ * Writes, run in order. A refused mutation fails the request with its status (its result is non-null): the
+ * mutations before it in the document have run, those after it do not.
  */
 export type Mutation = {
   __typename?: 'Mutation';
@@ -216,8 +216,8 @@ export type Mutation = {
 
 
 /**
- * Writes, run in order. A refused mutation fails the request with its status (its result is non-null), and
- * the mutations after it in the document do not run.
+ * Writes, run in order. A refused mutation fails the request with its status (its result is non-null): the
+ * mutations before it in the document have run, those after it do not.
  */
 export type MutationCreateUserArgs = {
   input: UserCreateInput;
@@ -225,8 +225,8 @@ export type MutationCreateUserArgs = {
 
 
 /**
- * Writes, run in order. A refused mutation fails the request with its status (its result is non-null), and
- * the mutations after it in the document do not run.
+ * Writes, run in order. A refused mutation fails the request with its status (its result is non-null): the
+ * mutations before it in the document have run, those after it do not.
  */
 export type MutationReplaceUserArgs = {
   id: Scalars['ID']['input'];
@@ -235,8 +235,8 @@ export type MutationReplaceUserArgs = {
 
 
 /**
- * Writes, run in order. A refused mutation fails the request with its status (its result is non-null), and
- * the mutations after it in the document do not run.
+ * Writes, run in order. A refused mutation fails the request with its status (its result is non-null): the
+ * mutations before it in the document have run, those after it do not.
  */
 export type MutationDeleteUserArgs = {
   id: Scalars['ID']['input'];
@@ -244,8 +244,8 @@ export type MutationDeleteUserArgs = {
 
 
 /**
- * Writes, run in order. A refused mutation fails the request with its status (its result is non-null), and
- * the mutations after it in the document do not run.
+ * Writes, run in order. A refused mutation fails the request with its status (its result is non-null): the
+ * mutations before it in the document have run, those after it do not.
  */
 export type MutationCreatePostArgs = {
   input: PostInput;
@@ -253,8 +253,8 @@ export type MutationCreatePostArgs = {
 
 
 /**
- * Writes, run in order. A refused mutation fails the request with its status (its result is non-null), and
- * the mutations after it in the document do not run.
+ * Writes, run in order. A refused mutation fails the request with its status (its result is non-null): the
+ * mutations before it in the document have run, those after it do not.
  */
 export type MutationReplacePostArgs = {
   id: Scalars['ID']['input'];
@@ -263,8 +263,8 @@ export type MutationReplacePostArgs = {
 
 
 /**
- * Writes, run in order. A refused mutation fails the request with its status (its result is non-null), and
- * the mutations after it in the document do not run.
+ * Writes, run in order. A refused mutation fails the request with its status (its result is non-null): the
+ * mutations before it in the document have run, those after it do not.
  */
 export type MutationDeletePostArgs = {
   id: Scalars['ID']['input'];
@@ -272,8 +272,8 @@ export type MutationDeletePostArgs = {
 
 
 /**
- * Writes, run in order. A refused mutation fails the request with its status (its result is non-null), and
- * the mutations after it in the document do not run.
+ * Writes, run in order. A refused mutation fails the request with its status (its result is non-null): the
+ * mutations before it in the document have run, those after it do not.
  */
 export type MutationCreateCommentArgs = {
   postId: Scalars['ID']['input'];
@@ -282,8 +282,8 @@ export type MutationCreateCommentArgs = {
 
 
 /**
- * Writes, run in order. A refused mutation fails the request with its status (its result is non-null), and
- * the mutations after it in the document do not run.
+ * Writes, run in order. A refused mutation fails the request with its status (its result is non-null): the
+ * mutations before it in the document have run, those after it do not.
  */
 export type MutationReplaceCommentArgs = {
   id: Scalars['ID']['input'];
@@ -292,8 +292,8 @@ export type MutationReplaceCommentArgs = {
 
 
 /**
- * Writes, run in order. A refused mutation fails the request with its status (its result is non-null), and
- * the mutations after it in the document do not run.
+ * Writes, run in order. A refused mutation fails the request with its status (its result is non-null): the
+ * mutations before it in the document have run, those after it do not.
  */
 export type MutationDeleteCommentArgs = {
   id: Scalars['ID']['input'];

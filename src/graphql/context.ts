@@ -15,6 +15,4 @@ export interface GraphqlContext {
   /** The request as the pipeline saw it (authentication, rate limit); each root field decides from a copy. */
   exchange: GraphqlExchange;
   deps: GraphqlDeps;
-  /** A mutation of this request failed: the ones after it do not run (resolvers.ts, `inOrder`). */
-  mutationFailed: boolean;
 }

@@ -39,15 +39,3 @@ export function fieldError(error: GraphQLError, log: FastifyBaseLogger): Graphql
   if (error.path) body.path = error.path;
   return body;
 }
-
-
-/**
- * A mutation not run because one before it in the document failed. Its request has failed as a whole (the
- * failed mutation's result is non-null), so it is left out of `errors`: only the failure that stopped the
- * request is reported, as graphql-js reports it.
- */
-export class MutationNotRun extends Error {
-  constructor() {
-    super('Not run: a mutation before it failed.');
-  }
-}

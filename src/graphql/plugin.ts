@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod, RouteOptions } from 'fastify';
-import { getOperationAST, GraphQLError, Kind, type DocumentNode, type OperationDefinitionNode, type SelectionSetNode } from 'graphql';
+import { execute, getOperationAST, GraphQLError, Kind, validate, type DocumentNode, type OperationDefinitionNode, type SelectionSetNode } from 'graphql';
 import fastifyWebsocket from '@fastify/websocket';
 import mercurius from 'mercurius';
 import { ApiError, ERROR_CODES } from '../errors/registry.js';
@@ -23,7 +23,7 @@ import { deprecatedFieldsOf } from './deprecated-fields.js';
 import { resolvers } from './resolvers.js';
 import { subscriptionHandler } from './subscriptions/websocket.js';
 import { PersistedQueryNotFoundError } from './trusted-documents.js';
-import { fieldError, MutationNotRun, requestError, type GraphqlErrorBody } from './errors.js';
+import { fieldError, requestError, type GraphqlErrorBody } from './errors.js';
 
 export interface GraphqlPluginDeps extends Omit<GraphqlDeps, 'rootFields' | 'bodySchemaOf'> {
   /** Largest WebSocket message accepted (BODY_LIMIT, as for a POST body). */
@@ -89,6 +89,13 @@ export async function registerGraphql(app: FastifyInstance, pluginDeps: GraphqlP
     const schema = scope.graphql.schema;
     const documents = new DocumentCache();
     const prepared = new WeakMap<DocumentNode, Map<string, PreparedOperation>>();
+    const validations = new WeakMap<DocumentNode, readonly GraphQLError[]>();
+    /** The document's validation errors (none: valid), worked out once per parsed document. */
+    const validated = (document: DocumentNode): readonly GraphQLError[] => {
+      let errors = validations.get(document);
+      if (!errors) validations.set(document, (errors = validate(schema, document)));
+      return errors;
+    };
     // Mercurius attaches subscription resolvers only when its own subscription server is on; graphql-ws
     // serves them here, from the same schema object.
     const subscriptionFields = schema.getSubscriptionType()?.getFields() ?? {};
@@ -158,17 +165,25 @@ export async function registerGraphql(app: FastifyInstance, pluginDeps: GraphqlP
         counts: new ReadableCounts(deps.operations, ex.principal),
         exchange: ex,
         deps,
-        mutationFailed: false,
       };
       let execution: { data?: unknown; errors?: readonly GraphQLError[] };
-      try {
-        execution = await scope.graphql(source, context as never, params.variables ?? undefined, params.operationName ?? undefined);
-      } catch (error) {
-        const errors = (error as { errors?: unknown }).errors;
-        if (Array.isArray(errors)) throw new GraphqlRequestError(errors.map((e) => requestError(e)));
-        throw error;
+      if (operation.operation === 'mutation') {
+        // Mutations run on graphql-js, never compiled: graphql-jit's serial execution runs the mutations
+        // after a failed one and, when a later one's argument does not coerce, never settles the request.
+        // They are few and each does a write; queries are where compiling pays.
+        const invalid = validated(document);
+        if (invalid.length > 0) throw new GraphqlRequestError(invalid.map((e) => requestError(e)));
+        execution = await execute({ schema, document, contextValue: context, variableValues: params.variables, operationName: params.operationName });
+      } else {
+        try {
+          execution = await scope.graphql(source, context as never, params.variables ?? undefined, params.operationName ?? undefined);
+        } catch (error) {
+          const errors = (error as { errors?: unknown }).errors;
+          if (Array.isArray(errors)) throw new GraphqlRequestError(errors.map((e) => requestError(e)));
+          throw error;
+        }
       }
-      const errors = execution.errors?.flatMap((e) => (e.originalError instanceof MutationNotRun ? [] : [fieldError(e, log)])) ?? [];
+      const errors = execution.errors?.map((e) => fieldError(e, log)) ?? [];
       // Nothing executed (the variables did not coerce, found by a compiled document): a request error.
       if (execution.data == null && errors.length > 0 && errors.every((error) => error.path === undefined)) throw new GraphqlRequestError(errors);
       // It ran: each deprecated field it asked for is a use to count (its client must move on).

@@ -18,7 +18,6 @@ import { users } from '../resources/users.js';
 import { callerId } from '../operations/subject.js';
 import type { GraphqlContext } from './context.js';
 import { checkTypeAccess, decideRootField, readableObject } from './field-access.js';
-import { MutationNotRun } from './errors.js';
 import { validateInput } from './input-validation.js';
 
 /**
@@ -118,30 +117,7 @@ const Query: Required<QueryResolvers> = {
   },
 };
 
-/**
- * Mutations run one after another and stop at the first that fails, as graphql-js executes them: a failed
- * mutation's non-null result fails the request as a whole, so a mutation run after it would be a write its
- * client is told did not happen. (A compiled document, graphql-jit's, would run the later fields anyway.)
- */
-function inOrder(mutations: Required<MutationResolvers>): Required<MutationResolvers> {
-  type Resolve = (parent: unknown, args: unknown, ctx: GraphqlContext, info: unknown) => Promise<unknown>;
-  const guarded = Object.entries(mutations).map(([name, resolve]) => {
-    const run = resolve as Resolve;
-    const once: Resolve = async (parent, args, ctx, info) => {
-      if (ctx.mutationFailed) throw new MutationNotRun();
-      try {
-        return await run(parent, args, ctx, info);
-      } catch (error) {
-        ctx.mutationFailed = true;
-        throw error;
-      }
-    };
-    return [name, once] as const;
-  });
-  return Object.fromEntries(guarded) as unknown as Required<MutationResolvers>;
-}
-
-const Mutation: Required<MutationResolvers> = inOrder({
+const Mutation: Required<MutationResolvers> = {
   async createUser(_parent, args, ctx) {
     await decideRootField(ctx, 'Mutation.createUser', args);
     return (await run('createUser', { body: validateInput(ctx, 'createUser', args.input) }, ctx, null)) as never;
@@ -183,7 +159,7 @@ const Mutation: Required<MutationResolvers> = inOrder({
     await run('deleteComment', {}, ctx, resource);
     return true;
   },
-});
+};
 
 type View = Record<string, unknown>;
 

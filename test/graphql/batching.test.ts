@@ -110,6 +110,28 @@ describe.each(DATABASE_KINDS)('GraphQL resolves in batches on %s', (kind) => {
     expect(rows.map((row) => row.title)).toEqual(['one', 'two', 'three']);
   });
 
+  it('answers every run of a mutation document whose later argument does not coerce, and runs nothing after it', async () => {
+    const member = await t.createUser('member');
+    const token = await member.token();
+    const query = `mutation M($id: ID = "zz") {
+      a: createPost(input: { title: "ran", body: "a", status: draft }) { id }
+      b: deletePost(id: $id)
+      c: createPost(input: { title: "never", body: "c", status: draft }) { id }
+    }`;
+    for (let run = 0; run < 3; run++) {
+      const res = await t.request({ method: 'POST', url: '/graphql', token, body: { query, variables: { id: null } } });
+      expect({ status: res.statusCode, body: res.json() }).toEqual({
+        status: 400,
+        body: {
+          data: null,
+          errors: [{ message: 'Argument "id" of non-null type "ID!" must not be null.', locations: [{ line: 3, column: 25 }], path: ['b'], extensions: { code: 'VALIDATION_FAILED' } }],
+        },
+      });
+    }
+    const titles = (await t.database.db.kysely.selectFrom('posts').select('title').where('authorId', '=', member.id).execute()).map((row) => row.title);
+    expect(titles).toEqual(['ran', 'ran', 'ran']);
+  });
+
   it('stops at a refused mutation: the request fails with its status and the mutations after it do not run', async () => {
     const member = await t.createUser('member');
     const token = await member.token();

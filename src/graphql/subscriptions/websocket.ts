@@ -89,7 +89,6 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
       counts: new ReadableCounts(deps.operations, principal),
       exchange: connection.exchange,
       deps,
-      mutationFailed: false,
     };
     connectionOf.set(context, connection);
     return context;
