@@ -63,6 +63,9 @@ export interface App {
   close(): Promise<void>;
 }
 
+/** How long in-flight requests get to finish on shutdown before their connections are closed. */
+export const SHUTDOWN_DRAIN_MS = 15_000;
+
 /** What an app serves: the compiled contract, its handlers and resource modules, and their tables. */
 export interface ServedApi {
   routes: readonly RouteDefinition[];
@@ -81,6 +84,8 @@ export interface BuildOptions {
   db?: Db;
   /** Serve this API instead of GENERATED_API (a test that adds a resource type compiles its own). */
   api?: ServedApi;
+  /** SHUTDOWN_DRAIN_MS, shorter (tests). */
+  shutdownDrainMs?: number;
 }
 
 /** Every operation has its handler and every resource type its module, or the app does not start. */
@@ -380,9 +385,13 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     bootstrap,
     events,
     async close() {
-      // Stop taking requests and drain in-flight ones, then flush the audit log, then the database.
+      // Stop taking requests and drain in-flight ones, then flush the audit log, then the database. A
+      // request still running after SHUTDOWN_DRAIN_MS has its connection closed: one stuck request (or a
+      // client that never reads its answer) must not hold the shutdown.
       closing = true;
+      const deadline = setTimeout(() => fastify.server.closeAllConnections(), options.shutdownDrainMs ?? SHUTDOWN_DRAIN_MS);
       await fastify.close();
+      clearTimeout(deadline);
       await invalidations.stop();
       await maintenance.stop();
       await audit.close();
