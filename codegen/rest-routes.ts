@@ -50,6 +50,10 @@ export function compileRoutes(
       routes.push(compileOperation(doc, path, method, op, pathItem.parameters ?? [], { file, where, scopes, policy, problems, shared }));
     }
   }
+  for (const route of routes) {
+    const replacement = route.deprecationHeaders.link && /#operation\/([^>]+)>/.exec(route.deprecationHeaders.link)?.[1];
+    if (replacement && !seen.has(replacement)) problems.add(file, `${route.method} ${route.path} (${route.operationId})`, `x-replaced-by names no operation: ${replacement}`);
+  }
   // In the contract's order of components.schemas, so that the generated file changes only where the contract does.
   const sharedSchemas = Object.keys(doc.components?.schemas ?? {})
     .filter((name) => shared.has(name))
@@ -172,15 +176,25 @@ function deprecationHeaders(op: any, ctx: Ctx): Record<string, string> {
   const since = op['x-deprecated-since'];
   const sunset = op['x-sunset'];
   if (op.deprecated !== true) {
-    if (since !== undefined || sunset !== undefined) ctx.problems.add(ctx.file, ctx.where, 'x-deprecated-since / x-sunset need deprecated: true');
+    if (since !== undefined || sunset !== undefined || op['x-replaced-by'] !== undefined) {
+      ctx.problems.add(ctx.file, ctx.where, 'x-deprecated-since / x-sunset / x-replaced-by need deprecated: true');
+    }
     return {};
   }
+  const replacement = op['x-replaced-by'];
+  if (replacement !== undefined && typeof replacement !== 'string') ctx.problems.add(ctx.file, ctx.where, 'x-replaced-by must name an operationId');
   const sinceMs = Date.parse(String(since));
   if (since === undefined || Number.isNaN(sinceMs)) {
     ctx.problems.add(ctx.file, ctx.where, 'is deprecated but has no x-deprecated-since date (RFC 9745)');
     return {};
   }
-  const headers: Record<string, string> = { deprecation: `@${Math.floor(sinceMs / 1000)}` };
+  // RFC 9745 §3: where the deprecation is explained — the replacement's section of the API reference, or
+  // the operation's own when nothing replaces it.
+  const documented = typeof replacement === 'string' ? replacement : op.operationId;
+  const headers: Record<string, string> = {
+    deprecation: `@${Math.floor(sinceMs / 1000)}`,
+    link: `</docs#operation/${documented}>; rel="deprecation"; type="text/html"`,
+  };
   if (sunset !== undefined) {
     const sunsetMs = Date.parse(String(sunset));
     if (Number.isNaN(sunsetMs) || sunsetMs <= sinceMs) ctx.problems.add(ctx.file, ctx.where, 'x-sunset must be a date after x-deprecated-since');

@@ -289,7 +289,28 @@ describe('codegen: deprecation', () => {
       }),
     );
     const route = routes.find((r) => r.operationId === 'listPosts')!;
-    expect(route.deprecationHeaders).toEqual({ deprecation: '@1767225600', sunset: 'Wed, 01 Jul 2026 00:00:00 GMT' });
+    expect(route.deprecationHeaders).toEqual({
+      deprecation: '@1767225600',
+      sunset: 'Wed, 01 Jul 2026 00:00:00 GMT',
+      link: '</docs#operation/listPosts>; rel="deprecation"; type="text/html"',
+    });
+  });
+
+  it('links the replacement an operation names (x-replaced-by), and refuses one that names no operation', async () => {
+    const replaced = compileContracts(
+      withOpenapi((doc) => {
+        Object.assign(doc.paths['/v1/users/{userId}/posts'].get, { deprecated: true, 'x-deprecated-since': '2026-01-01T00:00:00Z', 'x-replaced-by': 'listPosts' });
+      }),
+    ).routes.find((r) => r.operationId === 'listUserPosts')!;
+    expect(replaced.deprecationHeaders).toEqual({ deprecation: '@1767225600', link: '</docs#operation/listPosts>; rel="deprecation"; type="text/html"' });
+    const problems = await problemsOf(
+      withOpenapi((doc) => {
+        Object.assign(doc.paths['/v1/users/{userId}/posts'].get, { deprecated: true, 'x-deprecated-since': '2026-01-01T00:00:00Z', 'x-replaced-by': 'listPostsV2' });
+      }),
+    );
+    expect(problems).toEqual([expect.stringContaining('listUserPosts): x-replaced-by names no operation: listPostsV2')]);
+    const undeprecated = await problemsOf(withOpenapi((doc) => (doc.paths['/v1/posts'].get['x-replaced-by'] = 'getPost')));
+    expect(undeprecated).toEqual([expect.stringContaining('listPosts): x-deprecated-since / x-sunset / x-replaced-by need deprecated: true')]);
   });
 
   it('refuses a deprecated operation without the date it was deprecated', async () => {

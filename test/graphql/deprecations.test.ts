@@ -9,11 +9,17 @@ import { ADMIN_CLIENT_ID, startTestApp, type TestApp, type TestUser } from '../h
 import { createPost, type PostView } from '../access/support.js';
 import { DATABASE_KINDS } from '../helpers/databases.js';
 
-// getPost stands in for a deprecated REST operation (the contract has none deprecated today).
+// getPost stands in for a deprecated REST operation (the contract has none deprecated today), with the
+// headers codegen renders for `deprecated: true`, `x-deprecated-since`, `x-sunset` and `x-replaced-by`.
+const DEPRECATION_HEADERS = {
+  deprecation: '@1767225600',
+  sunset: 'Fri, 01 Jan 2027 00:00:00 GMT',
+  link: '</docs#operation/listPosts>; rel="deprecation"; type="text/html"',
+};
 const DEPRECATED_GET_POST = {
   ...GENERATED_API,
   routes: routes.map((route) =>
-    route.operationId === 'getPost' ? { ...route, deprecated: true, deprecationHeaders: { deprecation: '@1767225600', sunset: 'Fri, 01 Jan 2027 00:00:00 GMT' } } : route,
+    route.operationId === 'getPost' ? { ...route, deprecated: true, deprecationHeaders: DEPRECATION_HEADERS } : route,
   ),
 };
 
@@ -57,8 +63,11 @@ describe.each(DATABASE_KINDS)('uses of deprecated operations and fields, GET /v1
     for (let i = 0; i < 2; i++) {
       const res = await t.request({ url: `/v1/posts/${post.id}`, token });
       expect(res.statusCode).toBe(200);
-      expect(res.headers.deprecation).toBe('@1767225600');
+      expect({ deprecation: res.headers.deprecation, sunset: res.headers.sunset, link: res.headers.link }).toEqual(DEPRECATION_HEADERS);
     }
+    // Refusals of the operation carry the notice too (a client that only ever sees errors still learns of it).
+    const missing = await t.request({ url: '/v1/posts/00000000000000000000000000000000', token });
+    expect({ status: missing.statusCode, deprecation: missing.headers.deprecation, sunset: missing.headers.sunset, link: missing.headers.link }).toEqual({ status: 404, ...DEPRECATION_HEADERS });
     expect((await second.fastify.inject({ url: `/v1/posts/${post.id}`, headers: { authorization: `Bearer ${token}` } })).statusCode).toBe(200);
 
     const admin = await (await t.createUser('admin')).token(['read:audit']);
