@@ -39,8 +39,9 @@ import { AllowedMethods } from './rest/method-not-allowed.js';
 import { idempotencyHashKey } from './rest/idempotency.js';
 import { registerRest } from './rest/plugin.js';
 import { DeprecatedUse } from './deprecations/deprecated-use.js';
-import { registerGraphql } from './graphql/plugin.js';
+import { GRAPHQL_PATH, registerGraphql } from './graphql/plugin.js';
 import { TrustedDocuments } from './graphql/trusted-documents.js';
+import { Metrics } from './metrics/metrics.js';
 import { InProcessEventBus } from './events/event-bus.js';
 import { representationTagger } from './rest/representation.js';
 import { sendRestError } from './rest/send-error.js';
@@ -60,6 +61,8 @@ export interface App {
   bootstrap: BootstrapResult | null;
   /** The resource events this instance's GraphQL subscribers listen to. */
   events: InProcessEventBus;
+  /** Prometheus metrics (served on METRICS_PORT by main.ts). */
+  metrics: Metrics;
   close(): Promise<void>;
 }
 
@@ -209,7 +212,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   if (bootstrap) fastify.log.info({ file: bootstrap.file, clientId: bootstrap.clientId }, 'bootstrap.created');
 
   const keys = await KeyStore.open(db, config);
-  const tokens = new TokenService({ db, config, keys });
+  const metrics = new Metrics(() => audit.pendingCount);
+  const tokens = new TokenService({ db, config, keys, onIssued: (grantType) => metrics.tokenIssued(grantType) });
   const subjects = new SubjectDirectory(db.kysely);
   const clients = new RegisteredClients(db.kysely);
   // What this process cached about a changed token, user or client (storage/invalidations.ts says which).
@@ -245,11 +249,14 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     { onError: (error) => fastify.log.error({ err: error }, 'invalidations.read_failed') },
   );
   await invalidations.start();
-  const audit = new AuditLog(db, fastify.log, { failureWindowMs: config.audit.failureWindowSeconds * 1000 });
+  const audit = new AuditLog(db, fastify.log, {
+    failureWindowMs: config.audit.failureWindowSeconds * 1000,
+    observe: (decision) => metrics.decision(decision.interface, decision.decision, decision.reason),
+  });
   const maintenance = startMaintenance(db, fastify.log);
   const auditKey = await auditSigningKey(db.kysely, config.keyEncryptionSecret);
   const checkpointer = startCheckpointer(db.kysely, auditKey, audit, fastify.log, config.audit.checkpointSeconds * 1000);
-  const limiter = new RateLimiter(config.rateLimit);
+  const limiter = new RateLimiter(config.rateLimit, (policy) => metrics.rateLimited(policy));
 
   const published = JSON.parse(fs.readFileSync(PUBLISHED_SPEC, 'utf8')) as Record<string, unknown>;
   published.servers = [{ url: config.issuer, description: 'This server' }];
@@ -282,6 +289,19 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     if (route.config?.upgradeOnly) return;
     allowedMethods.add(route.method, route.url);
   });
+  // Every answer, by interface and operation: the contract's operationId, `graphql`, the authorization
+  // server's route, or `unmatched` (no route: a bounded label whatever the path).
+  fastify.addHook('onResponse', (request, reply, done) => {
+    const route = request.routeOptions.config?.route;
+    const url = request.routeOptions.url;
+    let iface = 'other';
+    let operation = url ?? 'unmatched';
+    if (route) [iface, operation] = ['rest', route.operationId];
+    else if (url === GRAPHQL_PATH) [iface, operation] = ['graphql', 'graphql'];
+    else if (url !== undefined && (url.startsWith('/oauth/') || url.startsWith('/.well-known/'))) iface = 'oauth';
+    metrics.request(iface, operation, reply.statusCode, reply.elapsedTime / 1000);
+    done();
+  });
   fastify.addHook('onRequest', (request, reply, done) => {
     setCommonHeaders(request.id, reply, security);
     // RFC 9112 §3.2: an HTTP/1.1 request without Host, or with two, is a 400 — answered here, in the API's
@@ -300,7 +320,11 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
 
   const restRoutes = config.graphql.introspectionPublic ? api.routes.map(publishSchemaRoute) : api.routes;
   // Uses of deprecated operations and fields, per client, for GET /v1/deprecations.
-  const deprecatedUse = new DeprecatedUse(db.kysely, (error) => fastify.log.error({ err: error }, 'deprecations.write_failed'));
+  const deprecatedUse = new DeprecatedUse(
+    db.kysely,
+    (error) => fastify.log.error({ err: error }, 'deprecations.write_failed'),
+    (iface, name) => metrics.deprecatedUse(iface, name),
+  );
   // What both APIs' pipelines decide and record with.
   const pipeline = { audit, policy, tokens, subjects, limiter, operations, deprecatedUse };
   await registerRest(fastify, {
@@ -384,6 +408,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     audit,
     bootstrap,
     events,
+    metrics,
     async close() {
       // Stop taking requests and drain in-flight ones, then flush the audit log, then the database. A
       // request still running after SHUTDOWN_DRAIN_MS has its connection closed: one stuck request (or a

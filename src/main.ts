@@ -1,5 +1,6 @@
 import { buildApp } from './app.js';
 import { loadConfigOrExit } from './config/config.js';
+import { serveMetrics } from './metrics/metrics.js';
 
 /** `npm start`: validated configuration, the server, and a graceful SIGTERM/SIGINT. */
 async function main(): Promise<void> {
@@ -14,11 +15,18 @@ async function main(): Promise<void> {
     await app.close();
     process.exit(1);
   }
+  const metrics = config.metrics.port === null ? null : await serveMetrics(app.metrics, config.metrics.host, config.metrics.port).catch((error: unknown) => {
+    const problem = listenProblem(error, config.metrics.host, config.metrics.port!);
+    if (problem === null) throw error;
+    console.error(`portcullis: cannot serve metrics on ${config.metrics.host}:${config.metrics.port}: ${problem.replace('PORT', 'METRICS_PORT')}`);
+    return app.close().then(() => process.exit(1));
+  });
   let closing = false;
   const shutdown = (signal: string) => {
     if (closing) return;
     closing = true;
     app.fastify.log.info({ signal }, 'server.draining');
+    metrics?.close();
     app
       .close()
       .then(() => process.exit(0))

@@ -18,6 +18,8 @@ export interface AuditLogOptions {
   flushMs: number;
   /** Refused credentials are counted per address for this long, then written as one event per address. */
   failureWindowMs: number;
+  /** Sees every decision as it is recorded (metrics). */
+  observe?: (decision: AuditDecision) => void;
 }
 
 /**
@@ -43,7 +45,13 @@ export class AuditLog {
     this.options = { maxBatch: 200, flushMs: 250, failureWindowMs: 60_000, ...options };
   }
 
+  /** Events recorded and not yet written to the database. */
+  get pendingCount(): number {
+    return this.#pending.length;
+  }
+
   record(decision: AuditDecision): void {
+    this.options.observe?.(decision);
     const now = Date.now();
     // Denials of callers nobody has authenticated (refused credentials; at the token endpoint also a
     // public client refused a grant, which needs no secret) are aggregated: anyone can cause them. An

@@ -72,6 +72,12 @@ export interface Config {
     /** Exact origins (`scheme://host[:port]`) browser apps may call from; empty turns CORS off. */
     readonly origins: readonly string[];
   };
+  readonly metrics: {
+    /** METRICS_PORT: where `GET /metrics` listens; null (unset) turns the listener off. */
+    readonly port: number | null;
+    /** METRICS_HOST: its address, loopback unless set. */
+    readonly host: string;
+  };
   /** Development defaults in force; production refuses to start with any of them. */
   readonly developmentDefaults: readonly string[];
 }
@@ -311,6 +317,10 @@ export function loadConfig(env: Env = process.env): Config {
       graphiql: readBool(env, 'GRAPHIQL', nodeEnv !== 'production', problems),
     },
     cors: { origins: readOrigins(env, 'CORS_ORIGINS', problems) },
+    metrics: {
+      port: env.METRICS_PORT === undefined || env.METRICS_PORT === '' ? null : readInt(env, 'METRICS_PORT', 9464, 1, 65535, problems),
+      host: readString(env, 'METRICS_HOST') ?? '127.0.0.1',
+    },
     developmentDefaults,
   };
 

@@ -20,7 +20,12 @@ export class DeprecatedUse {
   #flushing: Promise<void> = Promise.resolve();
   readonly #timer: NodeJS.Timeout;
 
-  constructor(db: Kysely<Database>, onError: (error: unknown) => void) {
+  constructor(
+    db: Kysely<Database>,
+    onError: (error: unknown) => void,
+    /** Told of each use as it is recorded (metrics). */
+    private readonly observe?: (iface: 'rest' | 'graphql', name: string) => void,
+  ) {
     this.#db = db;
     this.#onError = onError;
     this.#timer = setInterval(() => void this.flush(), FLUSH_INTERVAL_MS);
@@ -29,6 +34,7 @@ export class DeprecatedUse {
 
   /** One use of a deprecated element by a client (null: a request without a token). */
   record(clientId: string | null, iface: 'rest' | 'graphql', name: string): void {
+    this.observe?.(iface, name);
     const key = `${clientId ?? ''}\u0000${iface}\u0000${name}`;
     const now = nowIso();
     const count = this.#pending.get(key);

@@ -23,6 +23,8 @@ export class RateLimitPolicy {
     readonly name: string,
     readonly points: number,
     readonly windowSeconds: number,
+    /** Told of each request this budget refuses (metrics). */
+    private readonly onRefused?: (policy: string) => void,
   ) {
     this.#limiter = new RateLimiterMemory({ keyPrefix: name, points, duration: windowSeconds });
   }
@@ -34,7 +36,10 @@ export class RateLimitPolicy {
     } catch (refusal) {
       // rate-limiter-flexible rejects with the counter's state when the budget is spent, and with an Error
       // only when its store fails.
-      if (refusal instanceof RateLimiterRes) return this.#result(refusal, false);
+      if (refusal instanceof RateLimiterRes) {
+        this.onRefused?.(this.name);
+        return this.#result(refusal, false);
+      }
       throw refusal;
     }
   }
@@ -83,13 +88,13 @@ export class RateLimiter {
   /** The authorization server's endpoints, per address, before any credential is checked. */
   readonly oauth: RateLimitPolicy;
 
-  constructor(settings: RateLimitSettings) {
+  constructor(settings: RateLimitSettings, onRefused?: (policy: string) => void) {
     const { windowSeconds } = settings;
-    this.address = new RateLimitPolicy('address', settings.addressMax, windowSeconds);
-    this.anonymous = new RateLimitPolicy('anonymous', settings.anonymousMax, windowSeconds);
-    this.client = new RateLimitPolicy('client', settings.max, windowSeconds);
-    this.user = new RateLimitPolicy('user', settings.max, windowSeconds);
-    this.oauth = new RateLimitPolicy('oauth', settings.anonymousMax, windowSeconds);
+    this.address = new RateLimitPolicy('address', settings.addressMax, windowSeconds, onRefused);
+    this.anonymous = new RateLimitPolicy('anonymous', settings.anonymousMax, windowSeconds, onRefused);
+    this.client = new RateLimitPolicy('client', settings.max, windowSeconds, onRefused);
+    this.user = new RateLimitPolicy('user', settings.max, windowSeconds, onRefused);
+    this.oauth = new RateLimitPolicy('oauth', settings.anonymousMax, windowSeconds, onRefused);
   }
 }
 

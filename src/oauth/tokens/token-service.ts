@@ -45,6 +45,8 @@ export interface TokenServiceOptions {
   keys: KeyStore;
   /** Milliseconds since the epoch; tests move time. */
   clock?: () => number;
+  /** Told of each access token issued, by grant type (metrics). */
+  onIssued?: (grantType: string) => void;
 }
 
 /**
@@ -61,6 +63,7 @@ export class TokenService {
   readonly #config: Config;
   readonly #keys: KeyStore;
   readonly #clock: () => number;
+  readonly #onIssued: ((grantType: string) => void) | undefined;
   readonly #cache: VerifiedTokenCache;
   /** Token rows of one event-loop turn share one commit. */
   readonly #rows: TurnBatch;
@@ -72,6 +75,7 @@ export class TokenService {
     this.#config = options.config;
     this.#keys = options.keys;
     this.#clock = options.clock ?? Date.now;
+    this.#onIssued = options.onIssued;
     this.#cache = new VerifiedTokenCache(options.config.tokens.cacheSize, this.#clock);
     this.#rows = new TurnBatch(options.db);
   }
@@ -106,6 +110,7 @@ export class TokenService {
   /** The token (being signed) and its row; no row for a self-contained token (a client-credentials JWT). */
   async #prepare(input: IssueAccessTokenInput): Promise<{ issued: Omit<IssuedAccessToken, 'accessToken'>; token: Promise<string>; row: AccessTokenRow | null }> {
     const { client, subject, subjectType, grantType } = input;
+    this.#onIssued?.(grantType);
     const scope = [...new Set(input.scopes)].join(' ');
     const expiresIn = clampAccessTokenTtl(client.accessTokenTtl);
     const iat = Math.floor(this.#clock() / 1000);

@@ -1,0 +1,110 @@
+import http from 'node:http';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/**
+ * The server's Prometheus metrics (prom-client), one registry per app. Served on METRICS_PORT by
+ * `serveMetrics`, a listener of its own (bound to loopback unless METRICS_HOST says otherwise), never on
+ * the API's port. Labels are bounded sets: operations and fields of the contract, statuses, grant types,
+ * policy reasons, rate-limit policies — never ids, addresses or anything a caller chooses.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+
+  readonly #requests = new Counter({
+    name: 'portcullis_requests_total',
+    help: 'Requests answered, by interface, operation and status.',
+    labelNames: ['interface', 'operation', 'status'] as const,
+    registers: [this.registry],
+  });
+
+  readonly #duration = new Histogram({
+    name: 'portcullis_request_duration_seconds',
+    help: 'Time from a request arriving to its answer being sent, by interface and operation.',
+    labelNames: ['interface', 'operation'] as const,
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [this.registry],
+  });
+
+  readonly #decisions = new Counter({
+    name: 'portcullis_policy_decisions_total',
+    help: 'Authorization decisions, by interface, outcome and the check that decided.',
+    labelNames: ['interface', 'decision', 'reason'] as const,
+    registers: [this.registry],
+  });
+
+  readonly #rateLimited = new Counter({
+    name: 'portcullis_rate_limited_total',
+    help: 'Requests refused with 429, by the budget that was spent.',
+    labelNames: ['policy'] as const,
+    registers: [this.registry],
+  });
+
+  readonly #tokens = new Counter({
+    name: 'portcullis_tokens_issued_total',
+    help: 'Access tokens issued, by grant type.',
+    labelNames: ['grant_type'] as const,
+    registers: [this.registry],
+  });
+
+  readonly #deprecated = new Counter({
+    name: 'portcullis_deprecated_uses_total',
+    help: 'Allowed uses of deprecated REST operations and GraphQL fields, by interface and name.',
+    labelNames: ['interface', 'name'] as const,
+    registers: [this.registry],
+  });
+
+  constructor(auditQueueDepth: () => number) {
+    new Gauge({
+      name: 'portcullis_audit_queue_depth',
+      help: 'Audit events recorded and not yet written to the database.',
+      registers: [this.registry],
+      collect() {
+        this.set(auditQueueDepth());
+      },
+    });
+  }
+
+  request(iface: string, operation: string, status: number, seconds: number): void {
+    this.#requests.inc({ interface: iface, operation, status: String(status) });
+    this.#duration.observe({ interface: iface, operation }, seconds);
+  }
+
+  decision(iface: string, decision: string, reason: string): void {
+    this.#decisions.inc({ interface: iface, decision, reason });
+  }
+
+  rateLimited(policy: string): void {
+    this.#rateLimited.inc({ policy });
+  }
+
+  tokenIssued(grantType: string): void {
+    this.#tokens.inc({ grant_type: grantType });
+  }
+
+  deprecatedUse(iface: string, name: string): void {
+    this.#deprecated.inc({ interface: iface, name });
+  }
+}
+
+/** `GET /metrics` in Prometheus' text format on its own listener; anything else is 404. */
+export async function serveMetrics(metrics: Metrics, host: string, port: number): Promise<http.Server> {
+  const server = http.createServer((request, response) => {
+    const path = (request.url ?? '').split('?', 1)[0];
+    if (request.method !== 'GET' || path !== '/metrics') {
+      response.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('Not found: GET /metrics\n');
+      return;
+    }
+    metrics.registry.metrics().then(
+      (text) => response.writeHead(200, { 'content-type': metrics.registry.contentType, 'cache-control': 'no-store' }).end(text),
+      () => response.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' }).end('The metrics could not be collected.\n'),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  return server;
+}
