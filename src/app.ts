@@ -41,6 +41,7 @@ import { registerRest } from './rest/plugin.js';
 import { DeprecatedUse } from './deprecations/deprecated-use.js';
 import { GRAPHQL_PATH, registerGraphql } from './graphql/plugin.js';
 import { TrustedDocuments } from './graphql/trusted-documents.js';
+import { traceIdOf } from './http/trace-context.js';
 import { Metrics } from './metrics/metrics.js';
 import { InProcessEventBus } from './events/event-bus.js';
 import { representationTagger } from './rest/representation.js';
@@ -152,6 +153,12 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         }),
       },
       stream: logDestination(),
+    },
+    // Each request's log lines carry its id (`reqId`) and, when the caller sent a W3C `traceparent`, its
+    // trace id (`traceId`), so that a request is found in this log from a trace and the other way round.
+    childLoggerFactory(logger, bindings, options, rawRequest) {
+      const traceId = traceIdOf((rawRequest as { headers: Record<string, string | string[] | undefined> }).headers.traceparent);
+      return logger.child(traceId === null ? bindings : { ...bindings, traceId }, options);
     },
     bodyLimit: config.http.bodyLimit,
     // A request must arrive whole — line, headers and body — within REQUEST_TIMEOUT_SECONDS (408), its headers
