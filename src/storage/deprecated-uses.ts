@@ -22,7 +22,10 @@ export async function addDeprecatedUses(db: Kysely<Database>, counts: readonly D
       .onConflict((conflict) =>
         conflict.columns(['clientId', 'interface', 'name']).doUpdateSet({
           uses: sql`deprecated_uses.uses + excluded.uses`,
-          lastUsedAt: sql`excluded.last_used_at`,
+          // Instances flush in any order: the earliest first use and the latest last use win (ISO-8601 UTC
+          // text compares in time order).
+          firstUsedAt: sql`case when excluded.first_used_at < deprecated_uses.first_used_at then excluded.first_used_at else deprecated_uses.first_used_at end`,
+          lastUsedAt: sql`case when excluded.last_used_at > deprecated_uses.last_used_at then excluded.last_used_at else deprecated_uses.last_used_at end`,
         }),
       )
       .execute();
