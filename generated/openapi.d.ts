@@ -799,6 +799,8 @@ export interface components {
             lastSeen: components["schemas"]["Timestamp"] | null;
             /** @description The scopes a sign-in decision was about, space-separated: those a user consented to or declined, or those of an issued authorization code or token. Null for other decisions. */
             scopes: string | null;
+            /** @description The W3C trace id of the request, when its caller sent a `traceparent` header (to find the request in a tracing system); null otherwise. */
+            traceId: string | null;
             /** @description SHA-256 over this event and the previous event's hash (hex). */
             hash: string;
         };

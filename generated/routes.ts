@@ -4593,6 +4593,7 @@ export const routes: readonly RouteDefinition[] = [
                   "firstSeen",
                   "lastSeen",
                   "scopes",
+                  "traceId",
                   "hash"
                 ],
                 "properties": {
@@ -4747,6 +4748,15 @@ export const routes: readonly RouteDefinition[] = [
                     "description": "The scopes a sign-in decision was about, space-separated: those a user consented to or declined, or those of an issued authorization code or token. Null for other decisions.",
                     "maxLength": 2048,
                     "pattern": "^[\\x21\\x23-\\x5B\\x5D-\\x7E]+( [\\x21\\x23-\\x5B\\x5D-\\x7E]+)*$"
+                  },
+                  "traceId": {
+                    "type": [
+                      "string",
+                      "null"
+                    ],
+                    "description": "The W3C trace id of the request, when its caller sent a `traceparent` header (to find the request in a tracing system); null otherwise.",
+                    "maxLength": 32,
+                    "pattern": "^[0-9a-f]{32}$"
                   },
                   "hash": {
                     "type": "string",

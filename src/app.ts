@@ -256,8 +256,24 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     { onError: (error) => fastify.log.error({ err: error }, 'invalidations.read_failed') },
   );
   await invalidations.start();
+  // The W3C trace ids of the requests running now whose callers sent a `traceparent`, for their audit events.
+  // An entry goes once its request is answered or aborted (on the next turn: decisions are recorded as the
+  // response completes), so the map holds at most the requests in flight.
+  const traces = new Map<string, string>();
+  fastify.addHook('onRequest', (request, _reply, done) => {
+    const traceId = traceIdOf(request.headers.traceparent);
+    if (traceId !== null) traces.set(request.id, traceId);
+    done();
+  });
+  const forgetTrace = (request: FastifyRequest, done: () => void) => {
+    if (traces.has(request.id)) setImmediate(() => traces.delete(request.id));
+    done();
+  };
+  fastify.addHook('onResponse', (request, _reply, done) => forgetTrace(request, done));
+  fastify.addHook('onRequestAbort', (request, done) => forgetTrace(request, done));
   const audit = new AuditLog(db, fastify.log, {
     failureWindowMs: config.audit.failureWindowSeconds * 1000,
+    traceOf: (requestId) => traces.get(requestId) ?? null,
     observe: (decision) => metrics.decision(decision.interface, decision.decision, decision.reason),
   });
   const maintenance = startMaintenance(db, fastify.log);

@@ -48,6 +48,7 @@ function audit(requestId: string, subject: string, operation: string, resourceId
     firstSeen: null,
     lastSeen: null,
     scopes: null,
+    traceId: null,
   });
   if (pending.length >= 200) flush();
 }

@@ -82,6 +82,7 @@ app.addHook('onResponse', (request, _reply, done) => {
     firstSeen: null,
     lastSeen: null,
     scopes: null,
+    traceId: null,
   });
   if (pending.length >= 200) flush();
   done();

@@ -7,7 +7,7 @@ import type { AuditEvent } from './audit-event.js';
 
 const COLUMNS = [
   'id', 'time', 'requestId', 'subject', 'clientId', 'interface', 'operation', 'resourceType', 'resourceId', 'decision', 'reason', 'prevHash', 'hash',
-  'count', 'sourceAddress', 'firstSeen', 'lastSeen', 'scopes',
+  'count', 'sourceAddress', 'firstSeen', 'lastSeen', 'scopes', 'traceId',
 ] as const;
 
 /** Serialises chain extension across instances sharing one PostgreSQL database. */
@@ -33,8 +33,8 @@ const LAST_HASH_SQL = `select coalesce(
   (select hash from audit_events order by seq desc limit 1),
   (select last_hash from audit_archives order by up_to_seq desc limit 1)) as hash`;
 const INSERT_SQL = `insert into audit_events (id, time, request_id, subject, client_id, interface, operation, resource_type, resource_id, decision, reason, prev_hash, hash,
-  count, source_address, first_seen, last_seen, scopes)
-  values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+  count, source_address, first_seen, last_seen, scopes, trace_id)
+  values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 
 /** The SQLite append itself, synchronous: the caller holds the connection (see appendAuditEvents). */
 export function appendOnSqlite(handle: SqliteHandle, batch: readonly AuditEvent[]): void {
@@ -45,13 +45,13 @@ export function appendOnSqlite(handle: SqliteHandle, batch: readonly AuditEvent[
     for (const e of batch) {
       const hash = chainHash(prevHash, e);
       insert.run(e.id, e.time, e.requestId, e.subject, e.clientId, e.interface, e.operation, e.resourceType, e.resourceId, e.decision, e.reason, prevHash, hash,
-        e.count, e.sourceAddress, e.firstSeen, e.lastSeen, e.scopes);
+        e.count, e.sourceAddress, e.firstSeen, e.lastSeen, e.scopes, e.traceId);
       prevHash = hash;
     }
   });
 }
 
-/** Rows per INSERT statement: 50 x 18 parameters stays far below PostgreSQL's limit. */
+/** Rows per INSERT statement: 50 x 19 parameters stays far below PostgreSQL's limit. */
 const CHUNK = 50;
 const inserts = new WeakMap<Kysely<Database>, Map<number, CompiledQuery>>();
 
@@ -65,7 +65,7 @@ async function appendOnPostgres(kysely: Kysely<Database>, batch: readonly AuditE
       const hash = chainHash(prevHash, event);
       parameters.push(event.id, event.time, event.requestId, event.subject, event.clientId, event.interface, event.operation,
         event.resourceType, event.resourceId, event.decision, event.reason, prevHash, hash,
-        event.count, event.sourceAddress, event.firstSeen, event.lastSeen, event.scopes);
+        event.count, event.sourceAddress, event.firstSeen, event.lastSeen, event.scopes, event.traceId);
       prevHash = hash;
     }
     // Multi-row inserts of at most CHUNK rows, each shape compiled once: one statement per row would cost a

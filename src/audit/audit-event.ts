@@ -35,6 +35,8 @@ export interface AuditEvent extends Omit<AuditDecision, 'sourceAddress' | 'scope
   id: string;
   time: string;
   scopes: string | null;
+  /** The W3C trace id of the request, when its caller sent a `traceparent`. */
+  traceId: string | null;
 }
 
 // A denial can come before validation: only what has the contract's shape of an id goes into a record.

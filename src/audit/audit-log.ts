@@ -20,6 +20,8 @@ export interface AuditLogOptions {
   failureWindowMs: number;
   /** Sees every decision as it is recorded (metrics). */
   observe?: (decision: AuditDecision) => void;
+  /** The W3C trace id of the request with this id, while it runs (the caller sent a `traceparent`). */
+  traceOf?: (requestId: string) => string | null;
 }
 
 /**
@@ -82,6 +84,7 @@ export class AuditLog {
       firstSeen: null,
       lastSeen: null,
       scopes: decision.scopes ?? null,
+      traceId: decision.requestId === null ? null : (this.options.traceOf?.(decision.requestId) ?? null),
     };
     this.#append(event);
   }

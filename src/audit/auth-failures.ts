@@ -71,6 +71,7 @@ export class AuthFailureAggregator {
         firstSeen: isoTime(firstSeen),
         lastSeen: isoTime(lastSeen),
         scopes: null,
+        traceId: null,
       });
     }
     this.#groups.clear();

@@ -31,5 +31,7 @@ export function chainHash(prevHash: string, event: ChainedFields): string {
   if (event.count !== null) fields.push(event.count, event.sourceAddress, event.firstSeen, event.lastSeen);
   // Likewise the scopes of a sign-in decision (consent, code, token), present only on those.
   if (event.scopes != null) fields.push('scopes', event.scopes);
+  // And the trace id of a request whose caller sent one.
+  if (event.traceId != null) fields.push('traceId', event.traceId);
   return hash('sha256', JSON.stringify(fields), 'hex');
 }

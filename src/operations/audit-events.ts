@@ -9,7 +9,7 @@ type AuditEventView = components['schemas']['AuditEvent'];
 
 const COLUMNS = [
   'id', 'time', 'requestId', 'subject', 'clientId', 'interface', 'operation', 'resourceType', 'resourceId', 'decision', 'reason',
-  'count', 'sourceAddress', 'firstSeen', 'lastSeen', 'scopes', 'hash',
+  'count', 'sourceAddress', 'firstSeen', 'lastSeen', 'scopes', 'traceId', 'hash',
 ] as const;
 
 /** Stored times are ISO-8601 UTC with milliseconds; any RFC 3339 input is brought to that form to compare. */

@@ -12,6 +12,7 @@ import { userRevocations } from './migrations/009-user-revocations.js';
 import { selfContainedTokens } from './migrations/010-self-contained-tokens.js';
 import { deprecatedUses } from './migrations/011-deprecated-uses.js';
 import { pendingDeviceCodes } from './migrations/012-pending-device-codes.js';
+import { auditTraceId } from './migrations/013-audit-trace-id.js';
 
 /** The ordered migration set. Names sort in application order; never rename or edit a shipped one. */
 function migrationsFor(db: Db): Record<string, Migration> {
@@ -28,6 +29,7 @@ function migrationsFor(db: Db): Record<string, Migration> {
     '010-self-contained-tokens': selfContainedTokens,
     '011-deprecated-uses': deprecatedUses,
     '012-pending-device-codes': pendingDeviceCodes,
+    '013-audit-trace-id': auditTraceId,
   };
 }
 

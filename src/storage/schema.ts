@@ -234,6 +234,8 @@ export interface AuditEventsTable {
   lastSeen: string | null;
   /** The scopes a consent, code or token decision was about (space-separated); null for other decisions. */
   scopes: string | null;
+  /** The W3C trace id of the request, when its caller sent a `traceparent`; else null. */
+  traceId: string | null;
 }
 
 export interface AuditKeysTable {

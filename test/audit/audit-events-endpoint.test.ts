@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chainHash } from '../../src/audit/chain.js';
+import { verifyAuditChain } from '../../src/audit/verify-chain.js';
 import { ADMIN_CLIENT_ID, startTestApp, type TestApp, type TestUser } from '../helpers/app.js';
 import { DATABASE_KINDS } from '../helpers/databases.js';
 
@@ -49,6 +51,7 @@ describe.each(DATABASE_KINDS)('GET /v1/audit-events on %s', (kind) => {
       firstSeen: null,
       lastSeen: null,
       scopes: null,
+      traceId: null,
       hash: expect.stringMatching(/^[0-9a-f]{64}$/),
       },
       {
@@ -68,6 +71,7 @@ describe.each(DATABASE_KINDS)('GET /v1/audit-events on %s', (kind) => {
       firstSeen: null,
       lastSeen: null,
       scopes: null,
+      traceId: null,
       hash: expect.stringMatching(/^[0-9a-f]{64}$/),
       },
     ]);
@@ -87,6 +91,23 @@ describe.each(DATABASE_KINDS)('GET /v1/audit-events on %s', (kind) => {
     const second = (await t.request({ url: `/v1/audit-events?subject=${member.id}&limit=2&after=${first.page.next}`, token: admin })).json();
     expect(second.data.map((e: { operation: string }) => e.operation)).toEqual(['listPosts']);
     expect(second.page.next).toBeNull();
+  });
+
+  it('records the W3C trace id of a request whose caller sent a traceparent, covered by the chain', async () => {
+    const traceId = '0af7651916cd43dd8448eb211c80319c';
+    const traced = await t.request({ url: '/v1/posts', token: memberToken, headers: { traceparent: `00-${traceId}-b7ad6b7169203331-01` } });
+    expect(traced.statusCode).toBe(200);
+    const untraced = await t.request({ url: '/v1/posts', token: memberToken, headers: { traceparent: 'not-a-traceparent' } });
+    await t.app.audit.flush();
+    const events = (await t.request({ url: `/v1/audit-events?operation=listPosts&subject=${member.id}&limit=100`, token: admin })).json().data as { requestId: string; traceId: string | null }[];
+    expect(events.find((e) => e.requestId === traced.headers['x-request-id'])?.traceId).toBe(traceId);
+    expect(events.find((e) => e.requestId === untraced.headers['x-request-id'])?.traceId).toBeNull();
+    expect(await verifyAuditChain(t.database.db.kysely)).toMatchObject({ ok: true });
+    // The event's hash covers its trace id: another one would not match it.
+    const row = await t.database.db.kysely.selectFrom('auditEvents').selectAll().where('traceId', '=', traceId).executeTakeFirstOrThrow();
+    const { seq: _seq, prevHash, hash, ...fields } = row;
+    expect(chainHash(prevHash!, fields)).toBe(hash);
+    expect(chainHash(prevHash!, { ...fields, traceId: 'ffffffffffffffffffffffffffffffff' })).not.toBe(hash);
   });
 
   it('lists the token endpoint\'s decisions too, as interface oauth', async () => {
@@ -124,6 +145,7 @@ describe.each(DATABASE_KINDS)('GET /v1/audit-events on %s', (kind) => {
       firstSeen: null,
       lastSeen: null,
       scopes: expect.stringMatching(/^read:users /),
+      traceId: null,
       hash: expect.stringMatching(/^[0-9a-f]{64}$/),
     });
     expect(events.at(-1)).toEqual({
@@ -143,6 +165,7 @@ describe.each(DATABASE_KINDS)('GET /v1/audit-events on %s', (kind) => {
       firstSeen: expect.any(String),
       lastSeen: expect.any(String),
       scopes: null,
+      traceId: null,
       hash: expect.stringMatching(/^[0-9a-f]{64}$/),
     });
   });
