@@ -1,9 +1,9 @@
 import { ApiError } from '../errors/registry.js';
 import { authorize } from '../pipeline/authorize.js';
+import { objectTypeAccess } from '../policy/decide.js';
 import { recordDecision } from '../pipeline/record-decision.js';
 import { authorizeOperation, checkResource } from '../pipeline/stages.js';
 import { evaluateRule, type ResourceRow } from '../policy/resource-rule.js';
-import type { OperationAccess } from '../policy/table.js';
 import type { GraphqlContext } from './context.js';
 import type { GraphqlExchange } from './graphql-exchange.js';
 
@@ -36,19 +36,12 @@ export async function decideRootField(ctx: GraphqlContext, field: string, args: 
   }
 }
 
-/** The access rule an object type carries (`@auth` on the type), as the policy evaluator reads one. */
-function typeAccess(ctx: GraphqlContext, typeName: string): OperationAccess | null {
-  const rule = ctx.deps.policy.graphqlTypes[typeName];
-  if (!rule) return null;
-  return { id: `graphql:${typeName}`, public: false, authenticated: false, scopes: rule.scopes, permission: rule.permission, resource: null, deprecated: false };
-}
-
 /**
  * The type's scope and permission (a nested object or a connection of them): throws INSUFFICIENT_SCOPE or
  * FORBIDDEN like a root field would.
  */
 export function checkTypeAccess(ctx: GraphqlContext, typeName: string): void {
-  const access = typeAccess(ctx, typeName);
+  const access = objectTypeAccess(ctx.deps.policy, typeName);
   if (access) authorize(ctx.deps.policy, access, ctx.principal);
 }
 

@@ -39,6 +39,25 @@ export function effectivePermissions(table: PolicyTable, role: string, scopes: R
 
 const typeRules = new WeakMap<PolicyTable, Map<string, OperationAccess | null>>();
 
+/** A cache per policy table, filled on first use (the table never changes while a process runs). */
+function cached(table: PolicyTable, key: string, compute: () => OperationAccess | null): OperationAccess | null {
+  let rules = typeRules.get(table);
+  if (!rules) typeRules.set(table, (rules = new Map()));
+  if (!rules.has(key)) rules.set(key, compute());
+  return rules.get(key)!;
+}
+
+/**
+ * The access rule a GraphQL object type carries (`@auth` on the type) as the evaluator reads one: its scope
+ * and permission, which every object of the type returned needs. Null for a type without a rule.
+ */
+export function objectTypeAccess(table: PolicyTable, typeName: string): OperationAccess | null {
+  return cached(table, `type:${typeName}`, () => {
+    const rule = table.graphqlTypes[typeName];
+    return rule ? { id: `graphql:${typeName}`, public: false, authenticated: false, scopes: rule.scopes, permission: rule.permission, resource: null, deprecated: false } : null;
+  });
+}
+
 /**
  * What reading one resource of the type needs besides its read rule: the scope and permission of its type
  * (`@auth` on the GraphQL object type that serves it, the same as its REST `get` operation's; a test
@@ -46,17 +65,8 @@ const typeRules = new WeakMap<PolicyTable, Map<string, OperationAccess | null>>(
  * serves the resource: nothing allows embedding it (default deny).
  */
 export function resourceTypeAccess(table: PolicyTable, resourceType: string): OperationAccess | null {
-  let byType = typeRules.get(table);
-  if (!byType) {
-    byType = new Map();
-    typeRules.set(table, byType);
-  }
-  if (!byType.has(resourceType)) {
-    const entry = Object.entries(table.graphqlTypes).find(([, rule]) => rule.resource === resourceType);
-    byType.set(
-      resourceType,
-      entry ? { id: `graphql:${entry[0]}`, public: false, authenticated: false, scopes: entry[1].scopes, permission: entry[1].permission, resource: null, deprecated: false } : null,
-    );
-  }
-  return byType.get(resourceType)!;
+  return cached(table, `resource:${resourceType}`, () => {
+    const typeName = Object.keys(table.graphqlTypes).find((name) => table.graphqlTypes[name]!.resource === resourceType);
+    return typeName === undefined ? null : objectTypeAccess(table, typeName);
+  });
 }
