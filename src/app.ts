@@ -137,6 +137,13 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const { policy } = api;
   const security = securityHeaders(config.issuer);
   let closing = false;
+  // The W3C trace ids of the requests running now whose callers sent a `traceparent`, by request id: their
+  // log lines and audit events carry it. An entry goes once its request is answered or aborted (on the next
+  // turn: decisions are recorded as the response completes), so the map holds at most the requests in flight.
+  const traces = new Map<string, string>();
+  const forgetTrace = (requestId: string) => {
+    if (traces.has(requestId)) setImmediate(() => traces.delete(requestId));
+  };
   const fastify = Fastify({
     logger: {
       level: config.logLevel,
@@ -156,9 +163,12 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     },
     // Each request's log lines carry its id (`reqId`) and, when the caller sent a W3C `traceparent`, its
     // trace id (`traceId`), so that a request is found in this log from a trace and the other way round.
+    // Read here, once per request (Fastify makes each request's logger before any hook runs).
     childLoggerFactory(logger, bindings, options, rawRequest) {
       const traceId = traceIdOf((rawRequest as { headers: Record<string, string | string[] | undefined> }).headers.traceparent);
-      return logger.child(traceId === null ? bindings : { ...bindings, traceId }, options);
+      if (traceId === null) return logger.child(bindings, options);
+      traces.set(String(bindings.reqId), traceId);
+      return logger.child({ ...bindings, traceId }, options);
     },
     bodyLimit: config.http.bodyLimit,
     // A request must arrive whole — line, headers and body — within REQUEST_TIMEOUT_SECONDS (408), its headers
@@ -256,21 +266,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     { onError: (error) => fastify.log.error({ err: error }, 'invalidations.read_failed') },
   );
   await invalidations.start();
-  // The W3C trace ids of the requests running now whose callers sent a `traceparent`, for their audit events.
-  // An entry goes once its request is answered or aborted (on the next turn: decisions are recorded as the
-  // response completes), so the map holds at most the requests in flight.
-  const traces = new Map<string, string>();
-  fastify.addHook('onRequest', (request, _reply, done) => {
-    const traceId = traceIdOf(request.headers.traceparent);
-    if (traceId !== null) traces.set(request.id, traceId);
+  fastify.addHook('onRequestAbort', (request, done) => {
+    forgetTrace(request.id);
     done();
   });
-  const forgetTrace = (request: FastifyRequest, done: () => void) => {
-    if (traces.has(request.id)) setImmediate(() => traces.delete(request.id));
-    done();
-  };
-  fastify.addHook('onResponse', (request, _reply, done) => forgetTrace(request, done));
-  fastify.addHook('onRequestAbort', (request, done) => forgetTrace(request, done));
   const audit = new AuditLog(db, fastify.log, {
     failureWindowMs: config.audit.failureWindowSeconds * 1000,
     traceOf: (requestId) => traces.get(requestId) ?? null,
@@ -312,8 +311,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     if (route.config?.upgradeOnly) return;
     allowedMethods.add(route.method, route.url);
   });
-  // Every answer, by interface and operation: the contract's operationId, `graphql`, the authorization
-  // server's route, or `unmatched` (no route: a bounded label whatever the path).
+  // Every answer, by interface and operation (the contract's operationId, `graphql`, the authorization
+  // server's route, or `unmatched`: a bounded label whatever the path); then its trace id can go.
   fastify.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.config?.route;
     const url = request.routeOptions.url;
@@ -323,6 +322,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     else if (url === GRAPHQL_PATH) [iface, operation] = ['graphql', 'graphql'];
     else if (url !== undefined && (url.startsWith('/oauth/') || url.startsWith('/.well-known/'))) iface = 'oauth';
     metrics.request(iface, operation, reply.statusCode, reply.elapsedTime / 1000);
+    forgetTrace(request.id);
     done();
   });
   fastify.addHook('onRequest', (request, reply, done) => {
