@@ -41,12 +41,13 @@ const CONNECTION_INIT_TIMEOUT_MS = 3000;
 interface Connection {
   exchange: GraphqlExchange;
   socket: WebSocket;
-  /** Subscriptions held, from the moment their `subscribe` is read until they complete. */
-  subscriptions: number;
-  /** Their ids: an id in use (pending or running) is not taken again. */
+  /**
+   * The ids of the subscriptions held, from the moment their `subscribe` is read until they complete: an
+   * id in use (pending or running) is not taken again, and their number is capped.
+   */
   ids: Set<string>;
   /** Their event streams, all ended when the socket closes. */
-  streams: Set<AsyncIterableIterator<ExecutionResult>>;
+  streams: Set<EventResults>;
 }
 
 export interface SubscriptionServerOptions {
@@ -136,14 +137,14 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
           return false;
         }
         if (exchange.principal.kind === 'anonymous') return false;
-        connections.set(socket, { exchange, socket, subscriptions: 0, ids: new Set(), streams: new Set() });
+        connections.set(socket, { exchange, socket, ids: new Set(), streams: new Set() });
         return true;
       },
       async onClose(ctx) {
         const connection = connections.get(ctx.extra.socket);
         connections.delete(ctx.extra.socket);
         // Whatever graphql-ws no longer holds (a stream that lost its id's slot) ends here too.
-        if (connection) await Promise.all([...connection.streams].map((stream) => stream.return?.()));
+        if (connection) await Promise.all([...connection.streams].map((stream) => stream.return()));
       },
       async onSubscribe(ctx, id, payload): Promise<ExecutionArgs | readonly GraphQLError[]> {
         const connection = connections.get(ctx.extra.socket);
@@ -154,12 +155,11 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
           close(connection.socket, 4409, `Subscriber for ${id} already exists`);
           return [refusal('VALIDATION_FAILED', `Subscriber for ${id} already exists.`)];
         }
-        if (connection.subscriptions >= MAX_SUBSCRIPTIONS_PER_CONNECTION) {
+        if (connection.ids.size >= MAX_SUBSCRIPTIONS_PER_CONNECTION) {
           return [refusal('QUERY_TOO_COMPLEX', `At most ${MAX_SUBSCRIPTIONS_PER_CONNECTION} subscriptions per connection.`)];
         }
         // The slot is taken before the first await, so that frames read in one go cannot all pass the
         // check above; a refusal gives it back (onComplete does for a subscription that ran).
-        connection.subscriptions++;
         connection.ids.add(id);
         let admitted = false;
         try {
@@ -181,39 +181,22 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
           if (error instanceof GraphQLError) return [refusal('VALIDATION_FAILED', withoutSuggestions(error.message))];
           throw error;
         } finally {
-          if (!admitted) {
-            connection.subscriptions--;
-            connection.ids.delete(id);
-          }
+          if (!admitted) connection.ids.delete(id);
         }
       },
       async subscribe(args) {
         const connection = connectionOf.get(args.contextValue as GraphqlContext);
         if (!connection) throw new Error('A subscription without its connection');
-        const result = await subscribeEvents(args, () => contextOf(connection));
+        const result = await subscribeEvents(args, () => contextOf(connection), (stream) => connection.streams.delete(stream));
         if (!(Symbol.asyncIterator in result)) return result;
         // A socket closed meanwhile has nobody to deliver to.
-        if (!connections.has(connection.socket)) {
-          await result.return?.();
-          return result;
-        }
-        const stream = result as AsyncIterableIterator<ExecutionResult>;
-        connection.streams.add(stream);
-        const [next, end] = [stream.next.bind(stream), stream.return!.bind(stream)];
-        stream.next = async () => {
-          const step = await next();
-          if (step.done) connection.streams.delete(stream);
-          return step;
-        };
-        stream.return = async () => {
-          connection.streams.delete(stream);
-          return end();
-        };
-        return stream;
+        if (!connections.has(connection.socket)) await result.return();
+        else connection.streams.add(result);
+        return result;
       },
       onComplete(ctx, id) {
         const connection = connections.get(ctx.extra.socket);
-        if (connection && connection.ids.delete(id)) connection.subscriptions--;
+        connection?.ids.delete(id);
       },
       onNext(ctx, _id, _payload, _args, result) {
         if (!result.errors) return result;
@@ -238,26 +221,33 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
   };
 }
 
+type EventResults = AsyncIterableIterator<ExecutionResult> & { return(): Promise<IteratorResult<ExecutionResult>> };
+
 /**
  * graphql's `subscribe` with one difference: each event is executed with a context of its own (`fresh`),
  * not the one the subscription began with, so that every field of every event is decided for the
- * subscriber as they are when it happens.
+ * subscriber as they are when it happens. `ended` is told when the stream ends, however it ends.
  */
-async function subscribeEvents(args: ExecutionArgs, fresh: () => GraphqlContext): Promise<AsyncIterableIterator<ExecutionResult> | ExecutionResult> {
+async function subscribeEvents(args: ExecutionArgs, fresh: () => GraphqlContext, ended: (results: EventResults) => void): Promise<EventResults | ExecutionResult> {
   const stream = await createSourceEventStream(args);
   if (!(Symbol.asyncIterator in stream)) return stream;
   const events = stream as AsyncIterableIterator<unknown>;
-  const results: AsyncIterableIterator<ExecutionResult> = {
+  const results: EventResults = {
     async next() {
       const step = await events.next();
-      if (step.done) return { done: true, value: undefined };
+      if (step.done) {
+        ended(results);
+        return { done: true, value: undefined };
+      }
       return { done: false, value: await execute({ ...args, rootValue: step.value, contextValue: fresh() }) };
     },
     async return() {
+      ended(results);
       await events.return?.();
       return { done: true, value: undefined };
     },
     async throw(error: unknown) {
+      ended(results);
       await events.return?.();
       throw error;
     },
