@@ -67,6 +67,9 @@ export interface App {
   close(): Promise<void>;
 }
 
+/** Requests whose trace ids are held at once for their audit events (more in flight than that is unusual). */
+const MAX_TRACED_REQUESTS = 10_000;
+
 /** How long in-flight requests get to finish on shutdown before their connections are closed. */
 export const SHUTDOWN_DRAIN_MS = 15_000;
 
@@ -167,6 +170,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     childLoggerFactory(logger, bindings, options, rawRequest) {
       const traceId = traceIdOf((rawRequest as { headers: Record<string, string | string[] | undefined> }).headers.traceparent);
       if (traceId === null) return logger.child(bindings, options);
+      // A hijacked request (the WebSocket upgrade) has no onResponse: the map is capped, oldest out.
+      if (traces.size >= MAX_TRACED_REQUESTS) traces.delete(traces.keys().next().value!);
       traces.set(String(bindings.reqId), traceId);
       return logger.child({ ...bindings, traceId }, options);
     },
