@@ -17,6 +17,7 @@ import { addressKey } from './limits/address-key.js';
 import { RateLimiter, rateLimitHeaders } from './limits/rate-limit.js';
 import { SignInThrottle } from './limits/sign-in-throttle.js';
 import { KeyStore } from './oauth/keys/key-store.js';
+import { startKeyRotation } from './oauth/keys/rotation-schedule.js';
 import { oauthMethodNotAllowed } from './oauth/endpoints/wrong-method.js';
 import { registerOAuth } from './oauth/routes.js';
 import { InvalidationFeed } from './oauth/tokens/invalidation-feed.js';
@@ -234,6 +235,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   if (bootstrap) fastify.log.info({ file: bootstrap.file, clientId: bootstrap.clientId }, 'bootstrap.created');
 
   const keys = await KeyStore.open(db, config);
+  const keyRotation = startKeyRotation(keys, fastify.log);
   const metrics = new Metrics(() => audit.pendingCount);
   const tokens = new TokenService({ db, config, keys, onIssued: (grantType) => metrics.tokenIssued(grantType) });
   const subjects = new SubjectDirectory(db.kysely);
@@ -447,6 +449,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       clearTimeout(deadline);
       await invalidations.stop();
       await maintenance.stop();
+      await keyRotation.stop();
       await audit.close();
       await deprecatedUse.close();
       await checkpointer.stop();

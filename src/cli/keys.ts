@@ -1,4 +1,4 @@
-import { KeyStore } from '../oauth/keys/key-store.js';
+import { KeyStore, PUBLISH_AHEAD_SECONDS } from '../oauth/keys/key-store.js';
 import { EXIT_OK } from './cli-errors.js';
 import { JSON_OPTION, type Command, type CommandGroup } from './command.js';
 import { writeJson, writeLine, writeTable } from './output.js';
@@ -11,17 +11,18 @@ const listKeysCommand: Command = {
     // Only these columns are read: the encrypted private part never leaves the database.
     const keys = await db.kysely
       .selectFrom('signingKeys')
-      .select(['kid', 'alg', 'createdAt', 'retiredAt'])
-      .orderBy('createdAt', 'desc')
+      .select(['kid', 'alg', 'createdAt', 'activatesAt', 'retiredAt'])
+      .orderBy('activatesAt', 'desc')
+      .orderBy('generation', 'desc')
       .orderBy('kid', 'desc')
       .execute();
     if (options.json) {
-      writeJson(keys.map((k) => ({ kid: k.kid, alg: k.alg, created: k.createdAt, retired: k.retiredAt })));
+      writeJson(keys.map((k) => ({ kid: k.kid, alg: k.alg, created: k.createdAt, activates: k.activatesAt, retired: k.retiredAt })));
       return EXIT_OK;
     }
     writeTable(
-      keys.map((k) => ({ kid: k.kid, alg: k.alg, created: k.createdAt, retired: k.retiredAt ?? '-' })),
-      ['kid', 'alg', 'created', 'retired'],
+      keys.map((k) => ({ kid: k.kid, alg: k.alg, created: k.createdAt, activates: k.activatesAt, retired: k.retiredAt ?? '-' })),
+      ['kid', 'alg', 'created', 'activates', 'retired'],
     );
     return EXIT_OK;
   },
@@ -29,17 +30,19 @@ const listKeysCommand: Command = {
 
 const rotateKeysCommand: Command = {
   name: 'rotate',
-  summary: 'Create new signing keys (ES256 and RS256); the old ones stay published until their tokens expire',
+  summary: `Create new signing keys (ES256 and RS256), published at once, signing in ${PUBLISH_AHEAD_SECONDS / 60} minutes; the old ones stay published until their tokens expire`,
   options: { json: JSON_OPTION },
   async run({ options }, { db, config }) {
     // KeyStore.open creates the first keys when there are none, so rotating a fresh database still leaves
     // retired keys and signing keys, exactly as on a running system.
     const store = await KeyStore.open(db, config);
-    const kid = await store.rotate();
-    const idTokenKid = (await store.signingKey('RS256')).kid;
-    if (options.json) writeJson({ kid, idTokenKid });
-    // Servers re-read the key table at least once a minute (key-store.ts) and then sign with the new keys.
-    else writeLine(`new signing key ${kid} (ES256, access tokens) and ${idTokenKid} (RS256, ID tokens); servers switch to them within a minute`);
+    const rotation = await store.rotate();
+    if (options.json) writeJson(rotation);
+    else {
+      writeLine(
+        `new signing key ${rotation.kid} (ES256, access tokens) and ${rotation.idTokenKid} (RS256, ID tokens), published now; every server signs with them from ${rotation.activatesAt}`,
+      );
+    }
     return EXIT_OK;
   },
 };

@@ -16,6 +16,10 @@ export interface Config {
   readonly redisUrl: string | null;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   readonly keyEncryptionSecret: string;
+  readonly signingKeys: {
+    /** Days a signing key signs before the next one takes over; 0 leaves rotation to `keys rotate`. */
+    readonly rotationDays: number;
+  };
   readonly tokens: {
     readonly accessTokenTtl: number;
     readonly refreshTokenTtl: number;
@@ -269,6 +273,9 @@ export function loadConfig(env: Env = process.env): Config {
     redisUrl: readUrl(env, 'REDIS_URL', ['redis:', 'rediss:'], problems),
     logLevel,
     keyEncryptionSecret,
+    // A key signs for this long; 0 turns the schedule off. At least a day, so that a key's overlap with the
+    // next (published ahead, kept after for the longest token lifetime: key-store.ts) stays a small part of it.
+    signingKeys: { rotationDays: readInt(env, 'SIGNING_KEY_ROTATION_DAYS', 90, 0, 365, problems) },
     tokens: {
       // The seed bounds access tokens to 5 minutes .. 1 hour and refresh tokens to days .. weeks.
       accessTokenTtl: readInt(env, 'ACCESS_TOKEN_TTL', 600, 300, 3600, problems),

@@ -71,8 +71,13 @@ export interface SigningKeysTable {
   alg: string;
   publicJwk: string;
   privateJwkEncrypted: string;
+  /** When the key was made, and published. */
   createdAt: string;
-  /** Set when a newer key took over signing; the public part stays published until its tokens expire. */
+  /** When it starts signing: a rotation publishes the new key ahead of this (key-store.ts). */
+  activatesAt: string;
+  /** The key's number among the keys of its algorithm (unique per algorithm). */
+  generation: number;
+  /** When a newer key takes (or took) over signing; the public part stays published until its tokens expire. */
   retiredAt: string | null;
 }
 

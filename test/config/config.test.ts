@@ -106,6 +106,17 @@ describe('configuration', () => {
     ]);
   });
 
+  it('rotates signing keys every 90 days by default; SIGNING_KEY_ROTATION_DAYS sets 1 to 365 days, or 0 for never', () => {
+    expect(loadConfig({}).signingKeys).toEqual({ rotationDays: 90 });
+    expect(loadConfig({ SIGNING_KEY_ROTATION_DAYS: '0' }).signingKeys).toEqual({ rotationDays: 0 });
+    expect(loadConfig({ SIGNING_KEY_ROTATION_DAYS: '1' }).signingKeys).toEqual({ rotationDays: 1 });
+    expect(loadConfig({ SIGNING_KEY_ROTATION_DAYS: '365' }).signingKeys).toEqual({ rotationDays: 365 });
+    expect(problemsOf({ SIGNING_KEY_ROTATION_DAYS: '366' })).toEqual(['SIGNING_KEY_ROTATION_DAYS: must be between 0 and 365, got 366']);
+    expect(problemsOf({ SIGNING_KEY_ROTATION_DAYS: '-1' })).toEqual(['SIGNING_KEY_ROTATION_DAYS: must be between 0 and 365, got -1']);
+    expect(problemsOf({ SIGNING_KEY_ROTATION_DAYS: '1.5' })).toEqual(['SIGNING_KEY_ROTATION_DAYS: must be an integer, got "1.5"']);
+    expect(problemsOf({ SIGNING_KEY_ROTATION_DAYS: 'monthly' })).toEqual(['SIGNING_KEY_ROTATION_DAYS: must be an integer, got "monthly"']);
+  });
+
   it('refuses development defaults in production', () => {
     expect(problemsOf({ NODE_ENV: 'production' })).toEqual([
       'NODE_ENV: production refuses development defaults; set ISSUER, KEY_ENCRYPTION_SECRET',

@@ -68,9 +68,10 @@ describe('server process', () => {
   });
 
   it('refuses to start with invalid configuration, listing every problem', async () => {
-    const server = await startServer({ ACCESS_TOKEN_TTL: '60', RATE_LIMIT_MAX: 'lots', TRUST_PROXY: 'true' });
+    const server = await startServer({ ACCESS_TOKEN_TTL: '60', RATE_LIMIT_MAX: 'lots', TRUST_PROXY: 'true', SIGNING_KEY_ROTATION_DAYS: '400' });
     expect(await server.exited).toBe(78);
     expect(server.output()).toContain('ACCESS_TOKEN_TTL: must be between 300 and 3600, got 60');
+    expect(server.output()).toContain('SIGNING_KEY_ROTATION_DAYS: must be between 0 and 365, got 400');
     expect(server.output()).toContain('RATE_LIMIT_MAX: must be an integer, got "lots"');
     expect(server.output()).toContain('TRUST_PROXY: true would trust every X-Forwarded-For entry, which any client can forge');
   });

@@ -58,6 +58,37 @@ describe.each(DATABASE_KINDS)('storage on %s', (kind) => {
     }
   });
 
+  it('numbers the signing keys per algorithm in the order they were made and lets them sign from then (migration 014)', async () => {
+    const t = await createTestDatabase(kind, { migrate: false });
+    try {
+      await migrateTo(t.db, '013-audit-trace-id');
+      const legacy = t.db.kysely as unknown as Kysely<Record<string, Record<string, unknown>>>;
+      const key = (kid: string, alg: string, createdAt: string, retiredAt: string | null) => ({ kid, alg, publicJwk: '{}', privateJwkEncrypted: 'x', createdAt, retiredAt });
+      await legacy
+        .insertInto('signingKeys')
+        .values([
+          key('es-b', 'ES256', '2024-03-01T00:00:00.000Z', null),
+          key('es-a', 'ES256', '2024-01-01T00:00:00.000Z', '2024-02-01T00:00:00.000Z'),
+          key('es-c', 'ES256', '2024-02-01T00:00:00.000Z', '2024-03-01T00:00:00.000Z'),
+          // Two processes' first keys, made in the same millisecond: the kid orders them.
+          key('rs-y', 'RS256', '2024-03-01T00:00:00.000Z', null),
+          key('rs-x', 'RS256', '2024-03-01T00:00:00.000Z', null),
+        ])
+        .execute();
+      await migrateToLatest(t.db);
+      const rows = await t.db.kysely.selectFrom('signingKeys').select(['kid', 'generation', 'createdAt', 'activatesAt', 'retiredAt']).orderBy('kid').execute();
+      expect(rows).toEqual([
+        { kid: 'es-a', generation: 1, createdAt: '2024-01-01T00:00:00.000Z', activatesAt: '2024-01-01T00:00:00.000Z', retiredAt: '2024-02-01T00:00:00.000Z' },
+        { kid: 'es-b', generation: 3, createdAt: '2024-03-01T00:00:00.000Z', activatesAt: '2024-03-01T00:00:00.000Z', retiredAt: null },
+        { kid: 'es-c', generation: 2, createdAt: '2024-02-01T00:00:00.000Z', activatesAt: '2024-02-01T00:00:00.000Z', retiredAt: '2024-03-01T00:00:00.000Z' },
+        { kid: 'rs-x', generation: 1, createdAt: '2024-03-01T00:00:00.000Z', activatesAt: '2024-03-01T00:00:00.000Z', retiredAt: null },
+        { kid: 'rs-y', generation: 2, createdAt: '2024-03-01T00:00:00.000Z', activatesAt: '2024-03-01T00:00:00.000Z', retiredAt: null },
+      ]);
+    } finally {
+      await t.drop();
+    }
+  });
+
   it('generates strictly increasing ids', () => {
     const ids = Array.from({ length: 1000 }, () => newId());
     expect([...ids].sort()).toEqual(ids);

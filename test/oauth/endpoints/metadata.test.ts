@@ -70,13 +70,17 @@ describe.each(DATABASE_KINDS)('discovery and JWKS on %s', (kind) => {
     ]);
   });
 
-  it('keeps the retired keys in the JWKS after a rotation, and lists the new key of each algorithm', async () => {
+  it('lists the next keys as soon as a rotation makes them, before they sign, beside the signing ones', async () => {
     const before = [(await oauth.keys.signingKey()).kid, (await oauth.keys.signingKey('RS256')).kid];
-    const after = await oauth.keys.rotate();
-    const afterIdToken = (await oauth.keys.signingKey('RS256')).kid;
+    const rotation = await oauth.keys.rotate();
     const response = await oauth.app.inject({ method: 'GET', url: '/oauth/jwks' });
+    expect(response.statusCode).toBe(200);
+    expect(response.headers['cache-control']).toBe('public, max-age=300');
     const kids = (alg: string) => response.json().keys.filter((key: { alg: string }) => key.alg === alg).map((key: { kid: string }) => key.kid);
-    expect(kids('ES256')).toEqual([after, before[0]]);
-    expect(kids('RS256')).toEqual([afterIdToken, before[1]]);
+    expect(kids('ES256')).toEqual([rotation.kid, before[0]]);
+    expect(kids('RS256')).toEqual([rotation.idTokenKid, before[1]]);
+    // The new keys wait: tokens are still signed with the keys every cached JWKS already holds.
+    expect((await oauth.keys.signingKey()).kid).toBe(before[0]);
+    expect((await oauth.keys.signingKey('RS256')).kid).toBe(before[1]);
   });
 });
