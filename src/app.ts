@@ -283,7 +283,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     observe: (decision) => metrics.decision(decision.interface, decision.decision, decision.reason),
   });
   const maintenance = startMaintenance(db, fastify.log);
-  const auditKey = await auditSigningKey(db.kysely, config.keyEncryptionSecret);
+  const auditKey = await auditSigningKey(db.kysely, config.keyEncryptionSecret, config.previousKeyEncryptionSecret);
   const checkpointer = startCheckpointer(db.kysely, auditKey, audit, fastify.log, config.audit.checkpointSeconds * 1000);
   const limiter = new RateLimiter(config.rateLimit, (policy) => metrics.rateLimited(policy));
 

@@ -1,6 +1,6 @@
 import { calculateJwkThumbprint, compactVerify, CompactSign, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
 import type { Kysely, Selectable } from 'kysely';
-import { decryptPrivateJwk, deriveEncryptionKey, encryptPrivateJwk } from '../oauth/keys/key-encryption.js';
+import { decryptStoredJwk, encryptionKeysFrom, encryptPrivateJwk } from '../oauth/keys/key-encryption.js';
 import type { AuditCheckpointsTable, Database } from '../storage/schema.js';
 import { isUniqueViolation } from '../storage/unique-violation.js';
 
@@ -36,13 +36,18 @@ export interface AuditSigningKey {
  * someone who can write the table): the oldest one whose private part decrypts under
  * KEY_ENCRYPTION_SECRET signs, so a planted row can neither sign nor stop the server.
  */
-export async function auditSigningKey(db: Kysely<Database>, keyEncryptionSecret: string): Promise<AuditSigningKey> {
-  const encryptionKey = deriveEncryptionKey(keyEncryptionSecret);
+export async function auditSigningKey(
+  db: Kysely<Database>,
+  keyEncryptionSecret: string,
+  previousKeyEncryptionSecret: string | null = null,
+): Promise<AuditSigningKey> {
+  // While KEY_ENCRYPTION_SECRET is being replaced, the key may still be under the previous one (keys rewrap).
+  const encryptionKeys = encryptionKeysFrom({ keyEncryptionSecret, previousKeyEncryptionSecret });
   const usable = async (): Promise<AuditSigningKey | null> => {
     for (const row of await db.selectFrom('auditKeys').selectAll().orderBy('createdAt').orderBy('kid').execute()) {
       let jwk: JWK;
       try {
-        jwk = decryptPrivateJwk(row.privateJwkEncrypted, row.kid, encryptionKey) as JWK;
+        jwk = decryptStoredJwk(row.privateJwkEncrypted, row.kid, encryptionKeys) as JWK;
       } catch {
         continue;
       }
@@ -63,7 +68,7 @@ export async function auditSigningKey(db: Kysely<Database>, keyEncryptionSecret:
     .values({
       kid,
       publicJwk: JSON.stringify(publicJwk),
-      privateJwkEncrypted: encryptPrivateJwk(await exportJWK(pair.privateKey), kid, encryptionKey),
+      privateJwkEncrypted: encryptPrivateJwk(await exportJWK(pair.privateKey), kid, encryptionKeys.current),
       createdAt: new Date().toISOString(),
     })
     .execute();

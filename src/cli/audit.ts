@@ -56,7 +56,7 @@ const checkpointAuditCommand: Command = {
   summary: 'Sign a checkpoint of the audit chain now and print it (JSON), to keep outside the database',
   options: {},
   async run(_input, { db, config }) {
-    const key = await auditSigningKey(db.kysely, config.keyEncryptionSecret);
+    const key = await auditSigningKey(db.kysely, config.keyEncryptionSecret, config.previousKeyEncryptionSecret);
     const checkpoint = await writeCheckpoint(db.kysely, key);
     if (!checkpoint) throw new Error('the audit log has no events yet: there is nothing to vouch for');
     writeJson(checkpoint);
@@ -77,7 +77,7 @@ const archiveAuditCommand: Command = {
     if (!Number.isFinite(before)) throw new UsageError(`--before: not a date: ${String(options.before)}`);
     const out = String(options.out);
     if (fs.existsSync(out)) throw new UsageError(`--out ${out} exists; archives are never overwritten`);
-    const key = await auditSigningKey(db.kysely, config.keyEncryptionSecret);
+    const key = await auditSigningKey(db.kysely, config.keyEncryptionSecret, config.previousKeyEncryptionSecret);
     const result = await archiveAuditEvents(db.kysely, key, new Date(before).toISOString(), out);
     if (options.json) writeJson({ ...result, file: result.archived > 0 ? out : null });
     else if (result.archived === 0) writeLine('nothing to archive: no event older than that is covered by a signed checkpoint');

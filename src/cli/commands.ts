@@ -10,7 +10,7 @@ import { usersGroup } from './users.js';
  *
  *   users    create | list | deactivate
  *   clients  create | list | show | rotate-secret | delete
- *   keys     list | rotate
+ *   keys     list | rotate | rewrap
  *   audit    verify | checkpoint | archive | tail
  *   migrate
  */

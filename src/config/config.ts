@@ -16,6 +16,11 @@ export interface Config {
   readonly redisUrl: string | null;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   readonly keyEncryptionSecret: string;
+  /**
+   * The secret the stored private keys were encrypted under before KEY_ENCRYPTION_SECRET replaced it: still
+   * accepted for decrypting them, and what `keys rewrap` re-encrypts them from. Null when not set.
+   */
+  readonly previousKeyEncryptionSecret: string | null;
   readonly signingKeys: {
     /** Days a signing key signs before the next one takes over; 0 leaves rotation to `keys rotate`. */
     readonly rotationDays: number;
@@ -259,6 +264,12 @@ export function loadConfig(env: Env = process.env): Config {
   } else if (keyEncryptionSecret.length < 32) {
     problems.add('KEY_ENCRYPTION_SECRET', 'must be at least 32 characters');
   }
+  const previousKeyEncryptionSecret = readString(env, 'PREVIOUS_KEY_ENCRYPTION_SECRET');
+  if (previousKeyEncryptionSecret !== null && previousKeyEncryptionSecret.length < 32) {
+    problems.add('PREVIOUS_KEY_ENCRYPTION_SECRET', 'must be at least 32 characters');
+  } else if (previousKeyEncryptionSecret !== null && previousKeyEncryptionSecret === keyEncryptionSecret) {
+    problems.add('PREVIOUS_KEY_ENCRYPTION_SECRET', 'is the same as KEY_ENCRYPTION_SECRET; set it to the secret being replaced, or unset it');
+  }
 
   const logLevel = (readString(env, 'LOG_LEVEL') ?? (nodeEnv === 'test' ? 'silent' : 'info')) as Config['logLevel'];
   if (!LOG_LEVELS.includes(logLevel)) problems.add('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
@@ -273,6 +284,7 @@ export function loadConfig(env: Env = process.env): Config {
     redisUrl: readUrl(env, 'REDIS_URL', ['redis:', 'rediss:'], problems),
     logLevel,
     keyEncryptionSecret,
+    previousKeyEncryptionSecret,
     // A key signs for this long; 0 turns the schedule off. At least a day, so that a key's overlap with the
     // next (published ahead, kept after for the longest token lifetime: key-store.ts) stays a small part of it.
     signingKeys: { rotationDays: readInt(env, 'SIGNING_KEY_ROTATION_DAYS', 90, 0, 365, problems) },

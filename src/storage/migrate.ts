@@ -14,6 +14,7 @@ import { deprecatedUses } from './migrations/011-deprecated-uses.js';
 import { pendingDeviceCodes } from './migrations/012-pending-device-codes.js';
 import { auditTraceId } from './migrations/013-audit-trace-id.js';
 import { signingKeySchedule } from './migrations/014-signing-key-schedule.js';
+import { auditKeyRewrap } from './migrations/015-audit-key-rewrap.js';
 
 /** The ordered migration set. Names sort in application order; never rename or edit a shipped one. */
 function migrationsFor(db: Db): Record<string, Migration> {
@@ -32,6 +33,7 @@ function migrationsFor(db: Db): Record<string, Migration> {
     '012-pending-device-codes': pendingDeviceCodes,
     '013-audit-trace-id': auditTraceId,
     '014-signing-key-schedule': signingKeySchedule,
+    '015-audit-key-rewrap': auditKeyRewrap(db.dialect),
   };
 }
 

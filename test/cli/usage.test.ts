@@ -9,7 +9,7 @@ import { CLI_TEST_TIMEOUT, openCliDatabase, REPO_ROOT, runCli, startCli, type Cl
 const COMMANDS = [
   'users create', 'users list', 'users deactivate',
   'clients create', 'clients list', 'clients show', 'clients rotate-secret', 'clients delete',
-  'keys list', 'keys rotate', 'audit verify', 'audit tail', 'migrate',
+  'keys list', 'keys rotate', 'keys rewrap', 'audit verify', 'audit tail', 'migrate',
 ];
 
 describe('portcullis command line', { timeout: CLI_TEST_TIMEOUT }, () => {

@@ -117,6 +117,18 @@ describe('configuration', () => {
     expect(problemsOf({ SIGNING_KEY_ROTATION_DAYS: 'monthly' })).toEqual(['SIGNING_KEY_ROTATION_DAYS: must be an integer, got "monthly"']);
   });
 
+  it('reads PREVIOUS_KEY_ENCRYPTION_SECRET, at least 32 characters and not the current secret', () => {
+    const current = { KEY_ENCRYPTION_SECRET: 'k'.repeat(40) };
+    expect(loadConfig(current).previousKeyEncryptionSecret).toBeNull();
+    expect(loadConfig({ ...current, PREVIOUS_KEY_ENCRYPTION_SECRET: 'p'.repeat(32) }).previousKeyEncryptionSecret).toBe('p'.repeat(32));
+    // Moving off the development default: it is the previous secret then.
+    expect(loadConfig({ ...current, PREVIOUS_KEY_ENCRYPTION_SECRET: DEVELOPMENT_KEY_SECRET }).previousKeyEncryptionSecret).toBe(DEVELOPMENT_KEY_SECRET);
+    expect(problemsOf({ ...current, PREVIOUS_KEY_ENCRYPTION_SECRET: 'p'.repeat(31) })).toEqual(['PREVIOUS_KEY_ENCRYPTION_SECRET: must be at least 32 characters']);
+    expect(problemsOf({ ...current, PREVIOUS_KEY_ENCRYPTION_SECRET: 'k'.repeat(40) })).toEqual([
+      'PREVIOUS_KEY_ENCRYPTION_SECRET: is the same as KEY_ENCRYPTION_SECRET; set it to the secret being replaced, or unset it',
+    ]);
+  });
+
   it('refuses development defaults in production', () => {
     expect(problemsOf({ NODE_ENV: 'production' })).toEqual([
       'NODE_ENV: production refuses development defaults; set ISSUER, KEY_ENCRYPTION_SECRET',

@@ -4,7 +4,7 @@ import { insertUser, findUserById } from '../../src/storage/users.js';
 import { newId, nowIso } from '../../src/storage/ids.js';
 import { migrateTo, migrateToLatest } from '../../src/storage/migrate.js';
 import { findClientByClientId } from '../../src/storage/clients.js';
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 
 describe.each(DATABASE_KINDS)('storage on %s', (kind) => {
   it('migrates an empty database and round-trips a user with a boolean flag', async () => {
@@ -83,6 +83,24 @@ describe.each(DATABASE_KINDS)('storage on %s', (kind) => {
         { kid: 'es-c', generation: 2, createdAt: '2024-02-01T00:00:00.000Z', activatesAt: '2024-02-01T00:00:00.000Z', retiredAt: '2024-03-01T00:00:00.000Z' },
         { kid: 'rs-x', generation: 1, createdAt: '2024-03-01T00:00:00.000Z', activatesAt: '2024-03-01T00:00:00.000Z', retiredAt: null },
         { kid: 'rs-y', generation: 2, createdAt: '2024-03-01T00:00:00.000Z', activatesAt: '2024-03-01T00:00:00.000Z', retiredAt: null },
+      ]);
+    } finally {
+      await t.drop();
+    }
+  });
+
+  it('lets only the encrypted private part of an audit key change (migration 015: keys rewrap)', async () => {
+    const t = await createTestDatabase(kind);
+    try {
+      await t.db.kysely.insertInto('auditKeys').values({ kid: 'k1', publicJwk: '{"kty":"EC"}', privateJwkEncrypted: 'v1.old', createdAt: '2024-01-01T00:00:00.000Z' }).execute();
+      await t.db.kysely.updateTable('auditKeys').set({ privateJwkEncrypted: 'v1.new' }).where('kid', '=', 'k1').execute();
+      await expect(t.db.kysely.updateTable('auditKeys').set({ publicJwk: '{"kty":"RSA"}' }).execute()).rejects.toThrow(/append-only/);
+      await expect(t.db.kysely.updateTable('auditKeys').set({ kid: 'k2' }).execute()).rejects.toThrow(/append-only/);
+      await expect(t.db.kysely.updateTable('auditKeys').set({ createdAt: '2030-01-01T00:00:00.000Z', privateJwkEncrypted: 'v1.other' }).execute()).rejects.toThrow(/append-only/);
+      await expect(t.db.kysely.deleteFrom('auditKeys').execute()).rejects.toThrow(/append-only/);
+      if (kind === 'postgres') await expect(sql`truncate audit_keys`.execute(t.db.kysely)).rejects.toThrow(/append-only/);
+      expect(await t.db.kysely.selectFrom('auditKeys').selectAll().execute()).toEqual([
+        { kid: 'k1', publicJwk: '{"kty":"EC"}', privateJwkEncrypted: 'v1.new', createdAt: '2024-01-01T00:00:00.000Z' },
       ]);
     } finally {
       await t.drop();

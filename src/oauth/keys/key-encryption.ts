@@ -24,6 +24,34 @@ export function deriveEncryptionKey(secret: string): Buffer {
   return Buffer.from(hkdfSync('sha256', secret, HKDF_SALT, HKDF_INFO, 32));
 }
 
+/**
+ * What stored private keys are encrypted under while KEY_ENCRYPTION_SECRET is being replaced: new records
+ * under the current secret's key, existing ones under it or, until `keys rewrap` has re-encrypted them,
+ * under the previous secret's.
+ */
+export interface KeyEncryptionKeys {
+  current: Buffer;
+  previous: Buffer | null;
+}
+
+export function encryptionKeysFrom(secrets: { keyEncryptionSecret: string; previousKeyEncryptionSecret: string | null }): KeyEncryptionKeys {
+  const { keyEncryptionSecret, previousKeyEncryptionSecret } = secrets;
+  return {
+    current: deriveEncryptionKey(keyEncryptionSecret),
+    previous: previousKeyEncryptionSecret === null ? null : deriveEncryptionKey(previousKeyEncryptionSecret),
+  };
+}
+
+/** Decrypts under the current key, else the previous one; KeyDecryptionError when neither fits. */
+export function decryptStoredJwk(stored: string, kid: string, keys: KeyEncryptionKeys): Record<string, unknown> {
+  try {
+    return decryptPrivateJwk(stored, kid, keys.current);
+  } catch (error) {
+    if (keys.previous === null) throw error;
+    return decryptPrivateJwk(stored, kid, keys.previous);
+  }
+}
+
 export function encryptPrivateJwk(jwk: object, kid: string, key: Buffer): string {
   const nonce = randomBytes(12);
   const cipher = createCipheriv('aes-256-gcm', key, nonce);

@@ -6,7 +6,7 @@ import type { SigningKeysTable } from '../../storage/schema.js';
 import { isUniqueViolation } from '../../storage/unique-violation.js';
 import { writeTransaction } from '../../storage/write-transaction.js';
 import { MAX_ACCESS_TOKEN_TTL } from '../tokens/lifetime.js';
-import { decryptPrivateJwk, deriveEncryptionKey, encryptPrivateJwk } from './key-encryption.js';
+import { decryptStoredJwk, encryptionKeysFrom, encryptPrivateJwk, type KeyEncryptionKeys } from './key-encryption.js';
 
 /** RFC 9068 §2.1 recommends ES256-class asymmetric signatures: access tokens are signed with ES256 only. */
 export const SIGNING_ALG = 'ES256';
@@ -87,7 +87,7 @@ export interface KeyStoreOptions {
  */
 export class KeyStore {
   readonly #db: Db;
-  readonly #encryptionKey: Buffer;
+  readonly #encryption: KeyEncryptionKeys;
   readonly #clock: () => number;
   /** How long a retired key stays published: the longest token lifetime (ID tokens expire with their access
    * token), plus a key refresh, plus the allowed clock skew. */
@@ -103,7 +103,7 @@ export class KeyStore {
 
   private constructor(db: Db, config: Config, options: KeyStoreOptions) {
     this.#db = db;
-    this.#encryptionKey = deriveEncryptionKey(config.keyEncryptionSecret);
+    this.#encryption = encryptionKeysFrom(config);
     this.#clock = options.clock ?? Date.now;
     this.#retentionMs = (MAX_ACCESS_TOKEN_TTL + KEY_REFRESH_MS / 1000 + config.tokens.clockSkew) * 1000;
     this.#rotationMs = config.signingKeys.rotationDays * 86_400_000;
@@ -237,7 +237,7 @@ export class KeyStore {
   }
 
   async #importSigner(key: LoadedKey): Promise<SigningKey> {
-    const jwk = decryptPrivateJwk(key.encrypted, key.kid, this.#encryptionKey) as JWK;
+    const jwk = decryptStoredJwk(key.encrypted, key.kid, this.#encryption) as JWK;
     const privateKey = (await importJWK(jwk, key.alg, { extractable: false })) as CryptoKey;
     return { kid: key.kid, alg: key.alg, privateKey, keyObject: KeyObject.from(privateKey) };
   }
@@ -305,7 +305,7 @@ export class KeyStore {
       kid,
       alg,
       publicJwk: JSON.stringify(toPublicJwk(publicMembers, kid, alg)),
-      privateJwkEncrypted: encryptPrivateJwk(privateJwk, kid, this.#encryptionKey),
+      privateJwkEncrypted: encryptPrivateJwk(privateJwk, kid, this.#encryption.current),
       createdAt,
       activatesAt,
       retiredAt: null,

@@ -16,6 +16,8 @@ const RETENTION_MS = (3600 + 60 + config.tokens.clockSkew) * 1000;
 /** New keys are published this long before they sign. */
 const AHEAD_MS = 15 * 60 * 1000;
 const DAY_MS = 86_400_000;
+const OLD_SECRET = 'the-secret-the-keys-were-encrypted-under-first';
+const NEW_SECRET = 'the-secret-that-replaces-it-0123456789abcdef';
 
 describe.each(DATABASE_KINDS)('key store on %s', (kind) => {
   let t: TestDatabase;
@@ -77,6 +79,28 @@ describe.each(DATABASE_KINDS)('key store on %s', (kind) => {
     await KeyStore.open(t.db, config);
     const other = makeConfig({ KEY_ENCRYPTION_SECRET: 'another-secret-that-is-at-least-32-characters' });
     await expect(KeyStore.open(t.db, other)).rejects.toBeInstanceOf(KeyDecryptionError);
+  });
+
+  it('signs with keys still encrypted under PREVIOUS_KEY_ENCRYPTION_SECRET, and encrypts the keys it makes under the new secret', async () => {
+    t = await createTestDatabase(kind);
+    const before = await KeyStore.open(t.db, makeConfig({ KEY_ENCRYPTION_SECRET: OLD_SECRET }));
+    const kid = (await before.signingKey()).kid;
+    const replacing = makeConfig({ KEY_ENCRYPTION_SECRET: NEW_SECRET, PREVIOUS_KEY_ENCRYPTION_SECRET: OLD_SECRET });
+    await expect(KeyStore.open(t.db, makeConfig({ KEY_ENCRYPTION_SECRET: NEW_SECRET }))).rejects.toBeInstanceOf(KeyDecryptionError);
+
+    let now = Date.now();
+    const keys = await KeyStore.open(t.db, replacing, { clock: () => now });
+    const signer = await keys.signingKey();
+    expect(signer.kid).toBe(kid);
+    const token = await new SignJWT({}).setProtectedHeader({ alg: 'ES256', kid }).sign(signer.privateKey);
+    await expect(jwtVerify(token, (await before.verificationKey(kid))!)).resolves.toBeDefined();
+
+    const rotation = await keys.rotate();
+    const row = await t.db.kysely.selectFrom('signingKeys').select('privateJwkEncrypted').where('kid', '=', rotation.kid).executeTakeFirstOrThrow();
+    expect(decryptPrivateJwk(row.privateJwkEncrypted, rotation.kid, deriveEncryptionKey(NEW_SECRET)).d).toEqual(expect.any(String));
+    expect(() => decryptPrivateJwk(row.privateJwkEncrypted, rotation.kid, deriveEncryptionKey(OLD_SECRET))).toThrow(KeyDecryptionError);
+    now += AHEAD_MS;
+    expect((await keys.signingKey()).kid).toBe(rotation.kid);
   });
 
   it('rotates: the new keys are published at once and sign from 15 minutes on; the old ones stay published for the longest token lifetime after', async () => {
