@@ -34,6 +34,9 @@ export interface Command {
    * DATA_DIR has none; every other command needs an existing database, already migrated for it to the
    * latest schema. */
   managesSchema?: boolean;
+  /** Set by `backup`, which copies the database as it is: pending migrations are not applied first (a
+   * backup taken before an upgrade must not upgrade the database under the servers still running). */
+  leavesSchema?: boolean;
   /** Runs with an open, migrated database; returns the exit code. */
   run(input: CommandInput, context: CommandContext): Promise<number>;
 }

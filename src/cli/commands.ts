@@ -1,4 +1,5 @@
 import { auditGroup } from './audit.js';
+import { backupCommand } from './backup.js';
 import { clientsGroup } from './clients.js';
 import type { CommandGroup } from './command.js';
 import { keysGroup } from './keys.js';
@@ -12,12 +13,12 @@ import { usersGroup } from './users.js';
  *   clients  create | list | show | rotate-secret | delete
  *   keys     list | rotate | rewrap
  *   audit    verify | checkpoint | archive | tail
- *   migrate
+ *   migrate | backup
  */
 export const COMMAND_GROUPS: readonly CommandGroup[] = [
   usersGroup,
   clientsGroup,
   keysGroup,
   auditGroup,
-  { name: '', summary: 'Database schema.', commands: [migrateCommand] },
+  { name: '', summary: 'The database: its schema, its backups.', commands: [migrateCommand, backupCommand] },
 ];

@@ -55,7 +55,7 @@ export async function runCli(argv: readonly string[], groups: readonly CommandGr
       return EXIT_OK;
     }
     const schema = command.managesSchema === true;
-    return await withDatabase({ migrate: !schema, create: schema }, (context) => command.run(parsed.input, context));
+    return await withDatabase({ migrate: !schema && command.leavesSchema !== true, create: schema }, (context) => command.run(parsed.input, context));
   } catch (error) {
     if (error instanceof UsageError) {
       process.stderr.write(`error: ${error.message}\n${helpHint(error.helpFor ?? path)}\n`);

@@ -35,6 +35,8 @@ export interface DbOptions {
 }
 
 const CHECKPOINT_INTERVAL_MS = 1000;
+/** sqlite3_backup_step's page count meaning "everything left" (better-sqlite3 caps it at 2^31 - 1). */
+const ALL_PAGES = 0x7fffffff;
 const JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024;
 
 /** The embedded database's file under DATA_DIR. */
@@ -101,6 +103,13 @@ export async function openDb(options: DbOptions): Promise<Db> {
         return database.inTransaction;
       },
       immediateTransaction: (run) => database.transaction(run).immediate(),
+      backup: async (destination) => {
+        // All remaining pages in one step, so in one read transaction: copied in steps, the backup would
+        // start again after every commit another connection made between two steps, and might never end
+        // on a busy server. WAL mode lets the writers (and the checkpoints) go on meanwhile.
+        const { totalPages } = await database.backup(destination, { progress: () => ALL_PAGES });
+        return totalPages;
+      },
     },
     ping: async () => {
       database.prepare('select 1').get();

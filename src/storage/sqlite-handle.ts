@@ -13,4 +13,10 @@ export interface SqliteHandle {
   readonly inTransaction: boolean;
   /** BEGIN IMMEDIATE: takes the write lock before the first read, so another process cannot interleave. */
   immediateTransaction<T>(run: () => T): T;
+  /**
+   * SQLite's online backup (sqlite3_backup) of the whole database into `file`, an existing empty file or
+   * none: the pages as of one read transaction, whatever other connections write meanwhile. Returns the
+   * number of pages copied.
+   */
+  backup(file: string): Promise<number>;
 }

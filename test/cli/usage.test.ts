@@ -9,7 +9,7 @@ import { CLI_TEST_TIMEOUT, openCliDatabase, REPO_ROOT, runCli, startCli, type Cl
 const COMMANDS = [
   'users create', 'users list', 'users deactivate',
   'clients create', 'clients list', 'clients show', 'clients rotate-secret', 'clients delete',
-  'keys list', 'keys rotate', 'keys rewrap', 'audit verify', 'audit tail', 'migrate',
+  'keys list', 'keys rotate', 'keys rewrap', 'audit verify', 'audit tail', 'migrate', 'backup',
 ];
 
 describe('portcullis command line', { timeout: CLI_TEST_TIMEOUT }, () => {
@@ -91,11 +91,13 @@ describe('portcullis command line', { timeout: CLI_TEST_TIMEOUT }, () => {
       ['clients', 'list'],
       ['keys', 'rotate'],
       ['audit', 'verify'],
+      ['backup', path.join(path.dirname(env.DATA_DIR), 'copy.db')],
     ];
     for (const args of commands) {
       expect({ args, result: await runCli(args, env) }).toEqual({ args, result: { code: 78, stdout: '', stderr } });
     }
     expect(fs.existsSync(env.DATA_DIR)).toBe(false);
+    expect(fs.existsSync(path.join(path.dirname(env.DATA_DIR), 'copy.db'))).toBe(false);
     // An existing directory without the file is refused the same way, and stays empty.
     fs.mkdirSync(env.DATA_DIR);
     expect(await runCli(['users', 'list'], env)).toEqual({ code: 78, stdout: '', stderr });

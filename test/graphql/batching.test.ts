@@ -42,6 +42,7 @@ function statementLog() {
       return handle.inTransaction;
     },
     immediateTransaction: (run) => handle.immediateTransaction(run),
+    backup: (file) => handle.backup(file),
   });
   return { log, plugin, countStatements };
 }
