@@ -43,7 +43,8 @@ import { GRAPHQL_PATH, registerGraphql } from './graphql/plugin.js';
 import { TrustedDocuments } from './graphql/trusted-documents.js';
 import { traceIdOf } from './http/trace-context.js';
 import { Metrics } from './metrics/metrics.js';
-import { InProcessEventBus } from './events/event-bus.js';
+import type { InProcessEventBus } from './events/event-bus.js';
+import { shareAcrossProcesses } from './cluster/shared-state.js';
 import { representationTagger } from './rest/representation.js';
 import { sendRestError } from './rest/send-error.js';
 import { replacementContracts } from './rest/validation.js';
@@ -255,6 +256,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       tokens.evictClient(target);
     }
   };
+  const shared = shareAcrossProcesses(config, fastify.log, (direction) => metrics.invalidationNotice(direction));
   // Revocations, deactivations, deletions, role and scope changes made by any process on this database.
   const invalidations = new InvalidationFeed(
     db.kysely,
@@ -268,9 +270,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         tokens.evictWhere(() => true);
       },
     },
-    { onError: (error) => fastify.log.error({ err: error }, 'invalidations.read_failed') },
+    { onError: (error) => fastify.log.error({ err: error }, 'invalidations.read_failed'), announce: shared.announceInvalidations },
   );
   await invalidations.start();
+  const stopFollowingWrites = shared.followInvalidations(invalidations);
   fastify.addHook('onRequestAbort', (request, done) => {
     forgetTrace(request.id);
     done();
@@ -283,12 +286,12 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const maintenance = startMaintenance(db, fastify.log);
   const auditKey = await auditSigningKey(db.kysely, config.keyEncryptionSecret);
   const checkpointer = startCheckpointer(db.kysely, auditKey, audit, fastify.log, config.audit.checkpointSeconds * 1000);
-  const limiter = new RateLimiter(config.rateLimit, (policy) => metrics.rateLimited(policy));
+  const limiter = new RateLimiter(config.rateLimit, (policy) => metrics.rateLimited(policy), shared.limiterStore);
 
   const published = JSON.parse(fs.readFileSync(PUBLISHED_SPEC, 'utf8')) as Record<string, unknown>;
   published.servers = [{ url: config.issuer, description: 'This server' }];
-  // Resource events for GraphQL subscribers on this instance.
-  const events = new InProcessEventBus();
+  // Resource events for GraphQL subscribers on this process and, through the fanout, on the others.
+  const events = shared.events;
   const operations: OperationDeps = {
     events,
     db: db.kysely,
@@ -381,7 +384,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     tokens,
     scopes: apiScopes,
     limiter,
-    throttle: new SignInThrottle(),
+    throttle: new SignInThrottle(shared.limiterStore),
     scopeDescriptions: policy.scopes,
     forgetUser: (userId) => forgetCached('user', userId),
     authenticateBearer: async (authorization) => authenticate({ authorization, tokenInQuery: false }, { tokens, subjects }),
@@ -445,7 +448,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       const deadline = setTimeout(() => fastify.server.closeAllConnections(), options.shutdownDrainMs ?? SHUTDOWN_DRAIN_MS);
       await fastify.close();
       clearTimeout(deadline);
+      stopFollowingWrites();
       await invalidations.stop();
+      await shared.close();
       await maintenance.stop();
       await audit.close();
       await deprecatedUse.close();

@@ -53,6 +53,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly #notices = new Counter({
+    name: 'portcullis_invalidation_notices_total',
+    help: 'Notices that the invalidation sequence has new events, sent to and received from other server processes (Redis or the cluster primary).',
+    labelNames: ['direction'] as const,
+    registers: [this.registry],
+  });
+
   constructor(auditQueueDepth: () => number) {
     new Gauge({
       name: 'portcullis_audit_queue_depth',
@@ -71,6 +78,10 @@ export class Metrics {
 
   decision(iface: string, decision: string, reason: string): void {
     this.#decisions.inc({ interface: iface, decision, reason });
+  }
+
+  invalidationNotice(direction: 'sent' | 'received'): void {
+    this.#notices.inc({ direction });
   }
 
   rateLimited(policy: string): void {
