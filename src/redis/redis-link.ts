@@ -34,9 +34,10 @@ export class RedisLink {
       retryStrategy,
       connectionName: 'portcullis',
     });
-    // Subscriptions asked for before the connection is up wait for it (the offline queue), and are asked
-    // for again after every reconnection.
-    this.#subscriber = new Redis(url, { retryStrategy, maxRetriesPerRequest: null, connectionName: 'portcullis-subscriber' });
+    // In subscriber mode a connection accepts no other command, not even ioredis' ready check: the channels
+    // are subscribed here whenever the connection becomes ready (again), never queued before.
+    this.#subscriber = new Redis(url, { retryStrategy, maxRetriesPerRequest: null, autoResubscribe: false, connectionName: 'portcullis-subscriber' });
+    this.#subscriber.on('ready', () => this.#subscribeAll());
     this.#subscriber.on('message', (channel: string, message: string) => this.#handlers.get(channel)?.(message));
     for (const connection of [this.commands, this.#subscriber]) {
       // Without a listener an `error` event would end the process; one warning per outage is enough.
@@ -63,7 +64,12 @@ export class RedisLink {
   subscribe(channel: string, handler: (message: string) => void): void {
     if (this.#handlers.has(channel)) throw new Error(`${channel} already has a handler`);
     this.#handlers.set(channel, handler);
-    this.#subscriber.subscribe(channel).catch((error: unknown) => this.#wentDown(error));
+    if (this.#subscriber.status === 'ready') this.#subscriber.subscribe(channel).catch((error: unknown) => this.#wentDown(error));
+  }
+
+  #subscribeAll(): void {
+    const channels = [...this.#handlers.keys()];
+    if (channels.length > 0) this.#subscriber.subscribe(...channels).catch((error: unknown) => this.#wentDown(error));
   }
 
   async close(): Promise<void> {
