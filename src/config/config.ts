@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { availableParallelism } from 'node:os';
 import type { GraphqlLimits } from '../limits/graphql-limits.js';
 import path from 'node:path';
 
@@ -78,6 +79,8 @@ export interface Config {
     /** METRICS_HOST: its address, loopback unless set. */
     readonly host: string;
   };
+  /** WORKERS: server processes behind the one port (node:cluster); the cores in production, else 1. */
+  readonly workers: number;
   /** Development defaults in force; production refuses to start with any of them. */
   readonly developmentDefaults: readonly string[];
 }
@@ -321,6 +324,7 @@ export function loadConfig(env: Env = process.env): Config {
       port: env.METRICS_PORT === undefined || env.METRICS_PORT === '' ? null : readInt(env, 'METRICS_PORT', 9464, 1, 65535, problems),
       host: readString(env, 'METRICS_HOST') ?? '127.0.0.1',
     },
+    workers: readInt(env, 'WORKERS', nodeEnv === 'production' ? availableParallelism() : 1, 1, 256, problems),
     developmentDefaults,
   };
 

@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, DEVELOPMENT_KEY_SECRET, developmentDefaultWarning, loadConfig } from '../../src/config/config.js';
 
@@ -56,6 +57,16 @@ describe('configuration', () => {
     expect(() => {
       (config.tokens as { accessTokenTtl: number }).accessTokenTtl = 5;
     }).toThrow(TypeError);
+  });
+
+  it('runs one process in development and one per core in production unless WORKERS says otherwise', () => {
+    expect(loadConfig({}).workers).toBe(1);
+    const production = { NODE_ENV: 'production', ISSUER: 'https://api.example.com', KEY_ENCRYPTION_SECRET: 'k'.repeat(40) };
+    expect(loadConfig(production).workers).toBe(availableParallelism());
+    expect(loadConfig({ ...production, WORKERS: '3' }).workers).toBe(3);
+    expect(loadConfig({ WORKERS: '4' }).workers).toBe(4);
+    expect(problemsOf({ WORKERS: '0' })).toEqual(['WORKERS: must be between 1 and 256, got 0']);
+    expect(problemsOf({ WORKERS: 'all' })).toEqual(['WORKERS: must be an integer, got "all"']);
   });
 
   it('refuses access-token lifetimes outside 300..3600 s', () => {
