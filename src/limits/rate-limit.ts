@@ -39,10 +39,15 @@ export function redisStore(redis: Redis): LimiterStore {
 /** In the cluster's primary process (WORKERS > 1 without Redis), asked over node:cluster's IPC channel. */
 export const clusterStore: LimiterStore = (options) => new RateLimiterCluster({ ...options, timeoutMs: 1000 });
 
+/** What a store counts up to: the stores only count, and each request is judged here against its budget. */
+const COUNT_ONLY = 2 ** 31 - 1;
+
 /**
- * One named budget: `points` per `windowSeconds` for each key. When its store fails (Redis unreachable, the
- * primary not answering), the budget is counted in this process instead until the store answers again:
- * limits stay enforced, per process, and no request fails because of the counters.
+ * One named budget: `points` per `windowSeconds` for each key. The store counts what each key spent in its
+ * window, and the budget is judged here, so one counter serves keys with budgets of their own (a client
+ * registered with its own `rateLimit`). When the store fails (Redis unreachable, the primary not
+ * answering), the policy counts in this process instead until the store answers again: limits stay
+ * enforced, per process, and no request fails because of the counters.
  */
 export class RateLimitPolicy {
   readonly #limiter: RateLimiterAbstract;
@@ -56,25 +61,22 @@ export class RateLimitPolicy {
     private readonly onRefused?: (policy: string) => void,
     store: LimiterStore = inProcessStore,
   ) {
-    const options = { keyPrefix: name, points, duration: windowSeconds };
+    const options = { keyPrefix: name, points: COUNT_ONLY, duration: windowSeconds };
     this.#limiter = store(options);
     this.#fallback = store === inProcessStore ? this.#limiter : new RateLimiterMemory(options);
   }
 
-  /** Takes `weight` points from the key's budget; `allowed` is false once the window's budget is spent. */
-  async consume(key: string, weight = 1): Promise<RateLimitResult> {
-    let res: RateLimiterRes;
-    try {
-      res = await this.#limiter.consume(key, weight).catch((failure: unknown) => this.#orFallback(failure, () => this.#fallback.consume(key, weight)));
-    } catch (refusal) {
-      // rate-limiter-flexible rejects with the counter's state when the budget is spent.
-      if (refusal instanceof RateLimiterRes) {
-        this.onRefused?.(this.name);
-        return this.#result(refusal, false);
-      }
-      throw refusal;
-    }
-    return this.#result(res, true);
+  /**
+   * Takes `weight` points from the key's budget; `allowed` is false once the window's budget is spent (a
+   * refused request counts too: retrying early does not help). `points`: the key's own budget, when it has
+   * one, instead of the policy's.
+   */
+  async consume(key: string, weight = 1, points: number | null = null): Promise<RateLimitResult> {
+    const budget = points ?? this.points;
+    const res = await this.#limiter.consume(key, weight).catch((failure: unknown) => this.#orFallback(failure, () => this.#fallback.consume(key, weight)));
+    const allowed = res.consumedPoints <= budget;
+    if (!allowed) this.onRefused?.(this.name);
+    return this.#result(res, allowed, budget);
   }
 
   /** Forgets the key's spending (a successful sign-in clears the account's failures). */
@@ -92,17 +94,17 @@ export class RateLimitPolicy {
     if (limiter.res.consumedPoints < 0) await limiter.limiter.delete(key);
   }
 
-  /** A store failure (an Error) is answered by the fallback; a refusal (RateLimiterRes) is passed on. */
+  /** A store failure is answered by the fallback store; in-process counting has none and fails as it is. */
   #orFallback<T>(failure: unknown, fallback: () => Promise<T>): Promise<T> {
     if (failure instanceof RateLimiterRes || this.#fallback === this.#limiter) throw failure;
     return fallback();
   }
 
-  #result(res: RateLimiterRes, allowed: boolean): RateLimitResult {
+  #result(res: RateLimiterRes, allowed: boolean, points: number): RateLimitResult {
     return {
       allowed,
-      limit: this.points,
-      remaining: Math.max(0, this.points - res.consumedPoints),
+      limit: points,
+      remaining: Math.max(0, points - res.consumedPoints),
       resetSeconds: Math.max(1, Math.ceil(res.msBeforeNext / 1000)),
       policyName: this.name,
       windowSeconds: this.windowSeconds,

@@ -81,7 +81,7 @@ export function limit(ex: Exchange, deps: PipelineDeps): StageResult {
 export function chargeCaller(ex: Exchange, deps: PipelineDeps, weight: number): Promise<void> {
   const principal = ex.principal;
   if (principal.kind === 'anonymous') return charge(ex, deps.limiter.anonymous.consume(addressKey(ex.sourceAddress), weight));
-  const client = deps.limiter.client.consume(principal.clientId, weight);
+  const client = deps.limiter.client.consume(principal.clientId, weight, principal.clientRateLimit);
   if (principal.kind === 'client') return charge(ex, client);
   return charge(
     ex,

@@ -13,6 +13,7 @@ import { selfContainedTokens } from './migrations/010-self-contained-tokens.js';
 import { deprecatedUses } from './migrations/011-deprecated-uses.js';
 import { pendingDeviceCodes } from './migrations/012-pending-device-codes.js';
 import { auditTraceId } from './migrations/013-audit-trace-id.js';
+import { clientRateLimit } from './migrations/014-client-rate-limit.js';
 
 /** The ordered migration set. Names sort in application order; never rename or edit a shipped one. */
 function migrationsFor(db: Db): Record<string, Migration> {
@@ -30,6 +31,7 @@ function migrationsFor(db: Db): Record<string, Migration> {
     '011-deprecated-uses': deprecatedUses,
     '012-pending-device-codes': pendingDeviceCodes,
     '013-audit-trace-id': auditTraceId,
+    '014-client-rate-limit': clientRateLimit,
   };
 }
 
