@@ -1,4 +1,5 @@
 import { OAuthError } from '../oauth/oauth-error.js';
+import { UNAVAILABLE_RETRY_AFTER_SECONDS } from './registry.js';
 import { isUnavailable } from './rest-renderer.js';
 
 export interface RenderedOAuthError {
@@ -27,7 +28,9 @@ export function renderOAuthError(error: unknown): RenderedOAuthError {
 export function toOAuthError(error: unknown): OAuthError {
   if (error instanceof OAuthError) return error;
   if (isUnavailable(error)) {
-    return new OAuthError('temporarily_unavailable', 'The service is temporarily unavailable; try again later.', 503);
+    return new OAuthError('temporarily_unavailable', 'The service is temporarily unavailable; try again later.', 503, {
+      'retry-after': String(UNAVAILABLE_RETRY_AFTER_SECONDS),
+    });
   }
   return new OAuthError('server_error', 'An internal error occurred.', 500);
 }

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod,
 import { execute, getOperationAST, GraphQLError, Kind, validate, type DocumentNode, type OperationDefinitionNode, type SelectionSetNode } from 'graphql';
 import fastifyWebsocket from '@fastify/websocket';
 import mercurius from 'mercurius';
-import { ApiError, ERROR_CODES } from '../errors/registry.js';
+import { ApiError, ERROR_CODES, UNAVAILABLE_RETRY_AFTER_SECONDS } from '../errors/registry.js';
 import { toApiError } from '../errors/rest-renderer.js';
 import { rateLimitHeaders } from '../limits/rate-limit.js';
 import { checkBatchSize, checkDocumentLimits, LimitExceededError, parseWithinLimits, type GraphqlLimits } from '../limits/graphql-limits.js';
@@ -402,6 +402,8 @@ function responseType(request: FastifyRequest): string | null {
 
 function send(reply: FastifyReply, type: string, ex: GraphqlExchange, status: number, body: unknown): FastifyReply {
   if (ex.rateLimit) reply.headers(rateLimitHeaders(ex.rateLimit));
+  // Nothing resolved because the database could not be reached: retry, as any UNAVAILABLE says.
+  if (status === 503) reply.header('retry-after', String(UNAVAILABLE_RETRY_AFTER_SECONDS));
   return reply.code(status).header('cache-control', 'no-store').header('content-type', `${type}; charset=utf-8`).send(JSON.stringify(body));
 }
 

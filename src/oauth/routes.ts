@@ -110,7 +110,9 @@ export async function registerOAuth(app: FastifyInstance, deps: OAuthDeps): Prom
         const rendered = renderOAuthError(error);
         if (rendered.status >= 500 && rendered.status !== 503) request.log.error({ err: error }, 'OAuth page failed');
         const unavailable = rendered.status === 503;
-        if (unavailable) return sendPage(reply, errorPage(503, 'Temporarily unavailable', 'The service is temporarily unavailable.', 'Try again in a moment.'));
+        if (unavailable) {
+          return sendPage(reply.header('retry-after', rendered.headers['retry-after']), errorPage(503, 'Temporarily unavailable', 'The service is temporarily unavailable.', 'Try again in a moment.'));
+        }
         return sendPage(reply, errorPage(rendered.status, 'Something went wrong', 'The server could not complete the request.'));
       });
       const pageDeps = pagesDeps(deps);

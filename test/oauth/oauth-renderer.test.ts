@@ -20,11 +20,11 @@ describe('OAuth error renderer', () => {
     });
   });
 
-  it('reports an unreachable database as temporarily_unavailable (503)', () => {
+  it('reports an unreachable database as temporarily_unavailable (503), with Retry-After', () => {
     const error = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
     expect(renderOAuthError(error)).toEqual({
       status: 503,
-      headers: { 'Cache-Control': 'no-store', Pragma: 'no-cache' },
+      headers: { 'retry-after': '2', 'Cache-Control': 'no-store', Pragma: 'no-cache' },
       body: { error: 'temporarily_unavailable', error_description: 'The service is temporarily unavailable; try again later.' },
     });
   });
