@@ -3,7 +3,7 @@ import { execute, getOperationAST, GraphQLError, Kind, validate, type DocumentNo
 import fastifyWebsocket from '@fastify/websocket';
 import mercurius from 'mercurius';
 import { ApiError, ERROR_CODES, UNAVAILABLE_RETRY_AFTER_SECONDS } from '../errors/registry.js';
-import { toApiError } from '../errors/rest-renderer.js';
+import { isRefusal, toApiError } from '../errors/rest-renderer.js';
 import { rateLimitHeaders } from '../limits/rate-limit.js';
 import { checkBatchSize, checkDocumentLimits, LimitExceededError, parseWithinLimits, type GraphqlLimits } from '../limits/graphql-limits.js';
 import { runStages, type Stage } from '../pipeline/pipeline.js';
@@ -419,7 +419,7 @@ function sendFailure(reply: FastifyReply, type: string | null, error: unknown, e
     errors = [{ message: error.message, extensions: { code: error.code } }];
   } else {
     const api = toApiError(error);
-    if (api.status >= 500) reply.log.error({ err: error }, 'graphql request failed');
+    if (api.status >= 500 && !isRefusal(error)) reply.log.error({ err: error }, 'graphql request failed');
     status = api.status;
     reply.headers(api.headers);
     const body: GraphqlErrorBody = { message: api.message, extensions: { code: api.code } };

@@ -2,6 +2,7 @@ import { addressKey } from '../limits/address-key.js';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config/config.js';
 import { renderOAuthError } from '../errors/oauth-renderer.js';
+import { isRefusal } from '../errors/rest-renderer.js';
 import type { Db } from '../storage/dialect.js';
 import { registerDiscovery } from './endpoints/discovery.js';
 import { registerJwks } from './endpoints/jwks.js';
@@ -153,7 +154,7 @@ function pagesDeps(deps: OAuthDeps): PageDeps {
 
 function sendOAuthError(translated: unknown, cause: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const rendered = renderOAuthError(translated);
-  if (rendered.status >= 500) request.log.error({ err: cause }, 'OAuth endpoint failed');
+  if (rendered.status >= 500 && !isRefusal(translated)) request.log.error({ err: cause }, 'OAuth endpoint failed');
   return reply.status(rendered.status).headers(rendered.headers).send(rendered.body);
 }
 
