@@ -465,7 +465,11 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       // client that never reads its answer) must not hold the shutdown.
       closing = true;
       const deadline = setTimeout(() => fastify.server.closeAllConnections(), options.shutdownDrainMs ?? SHUTDOWN_DRAIN_MS);
+      // Node keeps a connection open after its last answer (keep-alive) while the server closes: each is
+      // closed once it is idle, so that a drained server stops then, not at the deadline.
+      const idle = setInterval(() => fastify.server.closeIdleConnections(), 100);
       await fastify.close();
+      clearInterval(idle);
       clearTimeout(deadline);
       await invalidations.stop();
       await maintenance.stop();
