@@ -71,6 +71,9 @@ export interface App {
 /** Requests whose trace ids are held at once for their audit events (more in flight than that is unusual). */
 const MAX_TRACED_REQUESTS = 10_000;
 
+/** The probes: they record no audit event, so they are answered while the audit log is full. */
+const UNAUDITED_PATHS: ReadonlySet<string> = new Set(['/healthz', '/readyz']);
+
 /** How long in-flight requests get to finish on shutdown before their connections are closed. */
 export const SHUTDOWN_DRAIN_MS = 15_000;
 
@@ -117,6 +120,11 @@ function hostFields(rawHeaders: readonly string[]): number {
   let count = 0;
   for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i]!.length === 4 && rawHeaders[i]!.toLowerCase() === 'host') count++;
   return count;
+}
+
+/** RFC 9110 §7.8: Upgrade named in Connection, which Node hands to its 'upgrade' listeners with the socket. */
+function asksForUpgrade(headers: FastifyRequest['headers']): boolean {
+  return headers.upgrade !== undefined && /(?:^|,)\s*upgrade\s*(?:,|$)/i.test(String(headers.connection ?? ''));
 }
 
 /**
@@ -280,6 +288,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   });
   const audit = new AuditLog(db, fastify.log, {
     failureWindowMs: config.audit.failureWindowSeconds * 1000,
+    maxPending: config.audit.maxPending,
     traceOf: (requestId) => traces.get(requestId) ?? null,
     observe: (decision) => metrics.decision(decision.interface, decision.decision, decision.reason),
   });
@@ -331,6 +340,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     else if (url !== undefined && (url.startsWith('/oauth/') || url.startsWith('/.well-known/'))) iface = 'oauth';
     metrics.request(iface, operation, reply.statusCode, reply.elapsedTime / 1000);
     forgetTrace(request.id);
+    // An upgrade request answered over HTTP before @fastify/websocket's own hooks ran (refused by the hook
+    // below): Node handed its socket over for the upgrade, so nothing else would ever close it, and a
+    // half-open socket would hold the server's close.
+    if (asksForUpgrade(request.headers)) request.raw.socket.end(() => request.raw.socket.destroy());
     done();
   });
   fastify.addHook('onRequest', (request, reply, done) => {
@@ -344,6 +357,13 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     if (closing) {
       reply.header('connection', 'close');
       void sendRestError(reply, new ApiError('UNAVAILABLE', 'The server is shutting down; retry.', { headers: { 'retry-after': '1' } }));
+      return;
+    }
+    // Audit events that cannot be written wait in memory up to a bound; at the bound, requests are refused
+    // rather than events dropped (audit-log.ts). Only the probes record nothing. The route's own error
+    // handler answers, in its interface's shape (REST, GraphQL, OAuth).
+    if (audit.full && !UNAUDITED_PATHS.has(request.routeOptions.url ?? '')) {
+      done(new ApiError('UNAVAILABLE', 'The audit log cannot be written at the moment; retry.'));
       return;
     }
     done();
@@ -397,10 +417,12 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   fastify.get('/readyz', async (_request, reply) => {
     try {
       await db.ping();
-      return reply.header('cache-control', 'no-store').send({ status: 'ready' });
     } catch {
       return sendRestError(reply, new ApiError('UNAVAILABLE', 'The database is not reachable.'));
     }
+    // Reachable again, but the events of the outage are not all written yet: requests are still refused.
+    if (audit.full) return sendRestError(reply, new ApiError('UNAVAILABLE', 'The audit log cannot be written at the moment.'));
+    return reply.header('cache-control', 'no-store').send({ status: 'ready' });
   });
 
   fastify.setNotFoundHandler(async (request, reply) => {
@@ -446,7 +468,11 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       // client that never reads its answer) must not hold the shutdown.
       closing = true;
       const deadline = setTimeout(() => fastify.server.closeAllConnections(), options.shutdownDrainMs ?? SHUTDOWN_DRAIN_MS);
+      // Node keeps a connection open after its last answer (keep-alive) while the server closes: each is
+      // closed once it is idle, so that a drained server stops then, not at the deadline.
+      const idle = setInterval(() => fastify.server.closeIdleConnections(), 100);
       await fastify.close();
+      clearInterval(idle);
       clearTimeout(deadline);
       stopFollowingWrites();
       await invalidations.stop();

@@ -53,6 +53,8 @@ export interface Config {
     readonly failureWindowSeconds: number;
     /** How often a running server signs a checkpoint of the audit chain (when events were added). */
     readonly checkpointSeconds: number;
+    /** Events waiting to be written at which new requests are refused (503) rather than any event dropped. */
+    readonly maxPending: number;
   };
   readonly bootstrap: {
     readonly adminEmail: string | null;
@@ -299,6 +301,7 @@ export function loadConfig(env: Env = process.env): Config {
     audit: {
       failureWindowSeconds: readInt(env, 'AUDIT_FAILURE_WINDOW', 60, 1, 3600, problems),
       checkpointSeconds: readInt(env, 'AUDIT_CHECKPOINT_INTERVAL', 300, 1, 86400, problems),
+      maxPending: readInt(env, 'AUDIT_MAX_PENDING', 10_000, 10, 1_000_000, problems),
     },
     bootstrap: {
       adminEmail: readString(env, 'BOOTSTRAP_ADMIN_EMAIL'),

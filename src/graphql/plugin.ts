@@ -2,8 +2,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod,
 import { execute, getOperationAST, GraphQLError, Kind, validate, type DocumentNode, type OperationDefinitionNode, type SelectionSetNode } from 'graphql';
 import fastifyWebsocket from '@fastify/websocket';
 import mercurius from 'mercurius';
-import { ApiError, ERROR_CODES } from '../errors/registry.js';
-import { toApiError } from '../errors/rest-renderer.js';
+import { ApiError, ERROR_CODES, UNAVAILABLE_RETRY_AFTER_SECONDS } from '../errors/registry.js';
+import { isRefusal, toApiError } from '../errors/rest-renderer.js';
 import { rateLimitHeaders } from '../limits/rate-limit.js';
 import { checkBatchSize, checkDocumentLimits, LimitExceededError, parseWithinLimits, type GraphqlLimits } from '../limits/graphql-limits.js';
 import { runStages, type Stage } from '../pipeline/pipeline.js';
@@ -406,6 +406,8 @@ function responseType(request: FastifyRequest): string | null {
 
 function send(reply: FastifyReply, type: string, ex: GraphqlExchange, status: number, body: unknown): FastifyReply {
   if (ex.rateLimit) reply.headers(rateLimitHeaders(ex.rateLimit));
+  // Nothing resolved because the database could not be reached: retry, as any UNAVAILABLE says.
+  if (status === 503) reply.header('retry-after', String(UNAVAILABLE_RETRY_AFTER_SECONDS));
   return reply.code(status).header('cache-control', 'no-store').header('content-type', `${type}; charset=utf-8`).send(JSON.stringify(body));
 }
 
@@ -421,7 +423,7 @@ function sendFailure(reply: FastifyReply, type: string | null, error: unknown, e
     errors = [{ message: error.message, extensions: { code: error.code } }];
   } else {
     const api = toApiError(error);
-    if (api.status >= 500) reply.log.error({ err: error }, 'graphql request failed');
+    if (api.status >= 500 && !isRefusal(error)) reply.log.error({ err: error }, 'graphql request failed');
     status = api.status;
     reply.headers(api.headers);
     const body: GraphqlErrorBody = { message: api.message, extensions: { code: api.code } };

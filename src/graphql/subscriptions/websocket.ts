@@ -155,6 +155,8 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
           close(connection.socket, 4409, `Subscriber for ${id} already exists`);
           return [refusal('VALIDATION_FAILED', `Subscriber for ${id} already exists.`)];
         }
+        // A subscription's decisions are audited: while the audit log is full, none starts (app.ts).
+        if (deps.audit.full) return [refusal('UNAVAILABLE', 'The audit log cannot be written at the moment; retry.')];
         if (connection.ids.size >= MAX_SUBSCRIPTIONS_PER_CONNECTION) {
           return [refusal('QUERY_TOO_COMPLEX', `At most ${MAX_SUBSCRIPTIONS_PER_CONNECTION} subscriptions per connection.`)];
         }
