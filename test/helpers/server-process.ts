@@ -50,8 +50,9 @@ export async function startServer(
   return running;
 }
 
+/** Up to 30 s: a first start on a busy machine (migrations, keys, the bootstrap admin) takes several. */
 export async function waitUntilLive(server: Running): Promise<void> {
-  for (let i = 0; i < 100; i++) {
+  for (let i = 0; i < 300; i++) {
     try {
       const res = await fetch(`${server.base}/healthz`);
       if (res.status === 200) return;
