@@ -604,6 +604,11 @@ export interface components {
              */
             accessTokenTtl: number;
             /**
+             * Format: int32
+             * @description Requests this client may make per rate-limit window (`RATE_LIMIT_WINDOW`), the requests of its users' tokens included; null: the server's `RATE_LIMIT_MAX`.
+             */
+            rateLimit: number | null;
+            /**
              * @description The algorithm the client's ID tokens are signed with (OpenID Connect Dynamic Client Registration 1.0 §2).
              * @enum {string}
              */
@@ -653,6 +658,11 @@ export interface components {
              */
             accessTokenTtl?: number;
             /**
+             * Format: int32
+             * @description Requests this client may make per rate-limit window (`RATE_LIMIT_WINDOW`), the requests of its users' tokens included; null or absent: the server's `RATE_LIMIT_MAX`.
+             */
+            rateLimit?: number | null;
+            /**
              * @description The algorithm the client's ID tokens are signed with (OpenID Connect Dynamic Client Registration 1.0 §2).
              * @default RS256
              * @enum {string}
@@ -684,6 +694,11 @@ export interface components {
             accessTokenFormat: "jwt" | "opaque";
             /** Format: int32 */
             accessTokenTtl: number;
+            /**
+             * Format: int32
+             * @description Requests this client may make per rate-limit window (`RATE_LIMIT_WINDOW`), the requests of its users' tokens included; null: the server's `RATE_LIMIT_MAX`.
+             */
+            rateLimit: number | null;
             /** @enum {string} */
             idTokenSignedResponseAlg: "RS256" | "ES256";
             firstParty: boolean;
@@ -721,6 +736,11 @@ export interface components {
              */
             accessTokenTtl: number;
             /**
+             * Format: int32
+             * @description Requests this client may make per rate-limit window (`RATE_LIMIT_WINDOW`), the requests of its users' tokens included; null or absent: the server's `RATE_LIMIT_MAX`.
+             */
+            rateLimit?: number | null;
+            /**
              * @description The algorithm the client's ID tokens are signed with (OpenID Connect Dynamic Client Registration 1.0 §2).
              * @default RS256
              * @enum {string}
@@ -754,6 +774,11 @@ export interface components {
              * @description Access token lifetime in seconds.
              */
             accessTokenTtl?: number;
+            /**
+             * Format: int32
+             * @description Requests this client may make per rate-limit window (`RATE_LIMIT_WINDOW`), the requests of its users' tokens included; null: the server's `RATE_LIMIT_MAX`.
+             */
+            rateLimit?: number | null;
             /**
              * @description The algorithm the client's ID tokens are signed with (OpenID Connect Dynamic Client Registration 1.0 §2).
              * @enum {string|null}
@@ -2642,7 +2667,8 @@ export interface operations {
                  *       ],
                  *       "role": "member",
                  *       "accessTokenFormat": "jwt",
-                 *       "accessTokenTtl": 600
+                 *       "accessTokenTtl": 600,
+                 *       "rateLimit": 1200
                  *     }
                  */
                 "application/json": components["schemas"]["ClientCreate"];

@@ -594,6 +594,11 @@ export interface components {
              */
             accessTokenTtl: number;
             /**
+             * Format: int32
+             * @description Requests this client may make per rate-limit window (`RATE_LIMIT_WINDOW`), the requests of its users' tokens included; null: the server's `RATE_LIMIT_MAX`.
+             */
+            rateLimit: number | null;
+            /**
              * @description The algorithm the client's ID tokens are signed with (OpenID Connect Dynamic Client Registration 1.0 §2).
              * @enum {string}
              */
@@ -643,6 +648,11 @@ export interface components {
              */
             accessTokenTtl?: number;
             /**
+             * Format: int32
+             * @description Requests this client may make per rate-limit window (`RATE_LIMIT_WINDOW`), the requests of its users' tokens included; null or absent: the server's `RATE_LIMIT_MAX`.
+             */
+            rateLimit?: number | null;
+            /**
              * @description The algorithm the client's ID tokens are signed with (OpenID Connect Dynamic Client Registration 1.0 §2).
              * @default RS256
              * @enum {string}
@@ -674,6 +684,11 @@ export interface components {
             accessTokenFormat: "jwt" | "opaque";
             /** Format: int32 */
             accessTokenTtl: number;
+            /**
+             * Format: int32
+             * @description Requests this client may make per rate-limit window (`RATE_LIMIT_WINDOW`), the requests of its users' tokens included; null: the server's `RATE_LIMIT_MAX`.
+             */
+            rateLimit: number | null;
             /** @enum {string} */
             idTokenSignedResponseAlg: "RS256" | "ES256";
             firstParty: boolean;
@@ -711,6 +726,11 @@ export interface components {
              */
             accessTokenTtl: number;
             /**
+             * Format: int32
+             * @description Requests this client may make per rate-limit window (`RATE_LIMIT_WINDOW`), the requests of its users' tokens included; null or absent: the server's `RATE_LIMIT_MAX`.
+             */
+            rateLimit?: number | null;
+            /**
              * @description The algorithm the client's ID tokens are signed with (OpenID Connect Dynamic Client Registration 1.0 §2).
              * @default RS256
              * @enum {string}
@@ -744,6 +764,11 @@ export interface components {
              * @description Access token lifetime in seconds.
              */
             accessTokenTtl?: number;
+            /**
+             * Format: int32
+             * @description Requests this client may make per rate-limit window (`RATE_LIMIT_WINDOW`), the requests of its users' tokens included; null: the server's `RATE_LIMIT_MAX`.
+             */
+            rateLimit?: number | null;
             /**
              * @description The algorithm the client's ID tokens are signed with (OpenID Connect Dynamic Client Registration 1.0 §2).
              * @enum {string|null}
@@ -2595,7 +2620,8 @@ export interface operations {
                  *       ],
                  *       "role": "member",
                  *       "accessTokenFormat": "jwt",
-                 *       "accessTokenTtl": 600
+                 *       "accessTokenTtl": 600,
+                 *       "rateLimit": 1200
                  *     }
                  */
                 "application/json": components["schemas"]["ClientCreate"];

@@ -5118,6 +5118,7 @@ export const routes: readonly RouteDefinition[] = [
                   "role",
                   "accessTokenFormat",
                   "accessTokenTtl",
+                  "rateLimit",
                   "idTokenSignedResponseAlg",
                   "firstParty",
                   "legacy",
@@ -5249,6 +5250,16 @@ export const routes: readonly RouteDefinition[] = [
                     "description": "Access token lifetime in seconds.",
                     "minimum": 300,
                     "maximum": 3600
+                  },
+                  "rateLimit": {
+                    "type": [
+                      "integer",
+                      "null"
+                    ],
+                    "format": "int32",
+                    "description": "Requests this client may make per rate-limit window (`RATE_LIMIT_WINDOW`), the requests of its users' tokens included; null: the server's `RATE_LIMIT_MAX`.",
+                    "minimum": 1,
+                    "maximum": 1000000
                   },
                   "idTokenSignedResponseAlg": {
                     "type": "string",
@@ -5409,6 +5420,7 @@ export const routes: readonly RouteDefinition[] = [
             "role",
             "accessTokenFormat",
             "accessTokenTtl",
+            "rateLimit",
             "idTokenSignedResponseAlg",
             "firstParty",
             "legacy",
@@ -5541,6 +5553,16 @@ export const routes: readonly RouteDefinition[] = [
               "format": "int32",
               "minimum": 300,
               "maximum": 3600
+            },
+            "rateLimit": {
+              "type": [
+                "integer",
+                "null"
+              ],
+              "format": "int32",
+              "description": "Requests this client may make per rate-limit window (`RATE_LIMIT_WINDOW`), the requests of its users' tokens included; null: the server's `RATE_LIMIT_MAX`.",
+              "minimum": 1,
+              "maximum": 1000000
             },
             "idTokenSignedResponseAlg": {
               "type": "string",
@@ -5739,6 +5761,16 @@ export const routes: readonly RouteDefinition[] = [
             "minimum": 300,
             "maximum": 3600
           },
+          "rateLimit": {
+            "type": [
+              "integer",
+              "null"
+            ],
+            "format": "int32",
+            "description": "Requests this client may make per rate-limit window (`RATE_LIMIT_WINDOW`), the requests of its users' tokens included; null or absent: the server's `RATE_LIMIT_MAX`.",
+            "minimum": 1,
+            "maximum": 1000000
+          },
           "idTokenSignedResponseAlg": {
             "type": "string",
             "description": "The algorithm the client's ID tokens are signed with (OpenID Connect Dynamic Client Registration 1.0 §2).",
@@ -5803,6 +5835,7 @@ export const routes: readonly RouteDefinition[] = [
             "role",
             "accessTokenFormat",
             "accessTokenTtl",
+            "rateLimit",
             "idTokenSignedResponseAlg",
             "firstParty",
             "legacy",
@@ -5934,6 +5967,16 @@ export const routes: readonly RouteDefinition[] = [
               "description": "Access token lifetime in seconds.",
               "minimum": 300,
               "maximum": 3600
+            },
+            "rateLimit": {
+              "type": [
+                "integer",
+                "null"
+              ],
+              "format": "int32",
+              "description": "Requests this client may make per rate-limit window (`RATE_LIMIT_WINDOW`), the requests of its users' tokens included; null: the server's `RATE_LIMIT_MAX`.",
+              "minimum": 1,
+              "maximum": 1000000
             },
             "idTokenSignedResponseAlg": {
               "type": "string",
@@ -6060,6 +6103,7 @@ export const routes: readonly RouteDefinition[] = [
             "role",
             "accessTokenFormat",
             "accessTokenTtl",
+            "rateLimit",
             "idTokenSignedResponseAlg",
             "firstParty",
             "legacy",
@@ -6191,6 +6235,16 @@ export const routes: readonly RouteDefinition[] = [
               "description": "Access token lifetime in seconds.",
               "minimum": 300,
               "maximum": 3600
+            },
+            "rateLimit": {
+              "type": [
+                "integer",
+                "null"
+              ],
+              "format": "int32",
+              "description": "Requests this client may make per rate-limit window (`RATE_LIMIT_WINDOW`), the requests of its users' tokens included; null: the server's `RATE_LIMIT_MAX`.",
+              "minimum": 1,
+              "maximum": 1000000
             },
             "idTokenSignedResponseAlg": {
               "type": "string",
@@ -6402,6 +6456,16 @@ export const routes: readonly RouteDefinition[] = [
             "minimum": 300,
             "maximum": 3600
           },
+          "rateLimit": {
+            "type": [
+              "integer",
+              "null"
+            ],
+            "format": "int32",
+            "description": "Requests this client may make per rate-limit window (`RATE_LIMIT_WINDOW`), the requests of its users' tokens included; null or absent: the server's `RATE_LIMIT_MAX`.",
+            "minimum": 1,
+            "maximum": 1000000
+          },
           "idTokenSignedResponseAlg": {
             "type": "string",
             "description": "The algorithm the client's ID tokens are signed with (OpenID Connect Dynamic Client Registration 1.0 §2).",
@@ -6468,6 +6532,7 @@ export const routes: readonly RouteDefinition[] = [
             "role",
             "accessTokenFormat",
             "accessTokenTtl",
+            "rateLimit",
             "idTokenSignedResponseAlg",
             "firstParty",
             "legacy",
@@ -6599,6 +6664,16 @@ export const routes: readonly RouteDefinition[] = [
               "description": "Access token lifetime in seconds.",
               "minimum": 300,
               "maximum": 3600
+            },
+            "rateLimit": {
+              "type": [
+                "integer",
+                "null"
+              ],
+              "format": "int32",
+              "description": "Requests this client may make per rate-limit window (`RATE_LIMIT_WINDOW`), the requests of its users' tokens included; null: the server's `RATE_LIMIT_MAX`.",
+              "minimum": 1,
+              "maximum": 1000000
             },
             "idTokenSignedResponseAlg": {
               "type": "string",
@@ -6803,6 +6878,16 @@ export const routes: readonly RouteDefinition[] = [
             "description": "Access token lifetime in seconds.",
             "minimum": 300,
             "maximum": 3600
+          },
+          "rateLimit": {
+            "type": [
+              "integer",
+              "null"
+            ],
+            "format": "int32",
+            "description": "Requests this client may make per rate-limit window (`RATE_LIMIT_WINDOW`), the requests of its users' tokens included; null: the server's `RATE_LIMIT_MAX`.",
+            "minimum": 1,
+            "maximum": 1000000
           },
           "idTokenSignedResponseAlg": {
             "type": [

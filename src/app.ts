@@ -44,7 +44,8 @@ import { GRAPHQL_PATH, registerGraphql } from './graphql/plugin.js';
 import { TrustedDocuments } from './graphql/trusted-documents.js';
 import { traceIdOf } from './http/trace-context.js';
 import { Metrics } from './metrics/metrics.js';
-import { InProcessEventBus } from './events/event-bus.js';
+import type { InProcessEventBus } from './events/event-bus.js';
+import { shareAcrossProcesses } from './cluster/shared-state.js';
 import { representationTagger } from './rest/representation.js';
 import { sendRestError } from './rest/send-error.js';
 import { replacementContracts } from './rest/validation.js';
@@ -70,6 +71,9 @@ export interface App {
 
 /** Requests whose trace ids are held at once for their audit events (more in flight than that is unusual). */
 const MAX_TRACED_REQUESTS = 10_000;
+
+/** The probes: they record no audit event, so they are answered while the audit log is full. */
+const UNAUDITED_PATHS: ReadonlySet<string> = new Set(['/healthz', '/readyz']);
 
 /** How long in-flight requests get to finish on shutdown before their connections are closed. */
 export const SHUTDOWN_DRAIN_MS = 15_000;
@@ -117,6 +121,11 @@ function hostFields(rawHeaders: readonly string[]): number {
   let count = 0;
   for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i]!.length === 4 && rawHeaders[i]!.toLowerCase() === 'host') count++;
   return count;
+}
+
+/** RFC 9110 §7.8: Upgrade named in Connection, which Node hands to its 'upgrade' listeners with the socket. */
+function asksForUpgrade(headers: FastifyRequest['headers']): boolean {
+  return headers.upgrade !== undefined && /(?:^|,)\s*upgrade\s*(?:,|$)/i.test(String(headers.connection ?? ''));
 }
 
 /**
@@ -257,6 +266,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       tokens.evictClient(target);
     }
   };
+  const shared = shareAcrossProcesses(config, fastify.log, (direction) => metrics.invalidationNotice(direction));
   // Revocations, deactivations, deletions, role and scope changes made by any process on this database.
   const invalidations = new InvalidationFeed(
     db.kysely,
@@ -270,27 +280,29 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         tokens.evictWhere(() => true);
       },
     },
-    { onError: (error) => fastify.log.error({ err: error }, 'invalidations.read_failed') },
+    { onError: (error) => fastify.log.error({ err: error }, 'invalidations.read_failed'), announce: shared.announceInvalidations },
   );
   await invalidations.start();
+  const stopFollowingWrites = shared.followInvalidations(invalidations);
   fastify.addHook('onRequestAbort', (request, done) => {
     forgetTrace(request.id);
     done();
   });
   const audit = new AuditLog(db, fastify.log, {
     failureWindowMs: config.audit.failureWindowSeconds * 1000,
+    maxPending: config.audit.maxPending,
     traceOf: (requestId) => traces.get(requestId) ?? null,
     observe: (decision) => metrics.decision(decision.interface, decision.decision, decision.reason),
   });
   const maintenance = startMaintenance(db, fastify.log);
   const auditKey = await auditSigningKey(db.kysely, config.keyEncryptionSecret, config.previousKeyEncryptionSecret);
   const checkpointer = startCheckpointer(db.kysely, auditKey, audit, fastify.log, config.audit.checkpointSeconds * 1000);
-  const limiter = new RateLimiter(config.rateLimit, (policy) => metrics.rateLimited(policy));
+  const limiter = new RateLimiter(config.rateLimit, (policy) => metrics.rateLimited(policy), shared.limiterStore);
 
   const published = JSON.parse(fs.readFileSync(PUBLISHED_SPEC, 'utf8')) as Record<string, unknown>;
   published.servers = [{ url: config.issuer, description: 'This server' }];
-  // Resource events for GraphQL subscribers on this instance.
-  const events = new InProcessEventBus();
+  // Resource events for GraphQL subscribers on this process and, through the fanout, on the others.
+  const events = shared.events;
   const operations: OperationDeps = {
     events,
     db: db.kysely,
@@ -330,6 +342,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     else if (url !== undefined && (url.startsWith('/oauth/') || url.startsWith('/.well-known/'))) iface = 'oauth';
     metrics.request(iface, operation, reply.statusCode, reply.elapsedTime / 1000);
     forgetTrace(request.id);
+    // An upgrade request answered over HTTP before @fastify/websocket's own hooks ran (refused by the hook
+    // below): Node handed its socket over for the upgrade, so nothing else would ever close it, and a
+    // half-open socket would hold the server's close.
+    if (asksForUpgrade(request.headers)) request.raw.socket.end(() => request.raw.socket.destroy());
     done();
   });
   fastify.addHook('onRequest', (request, reply, done) => {
@@ -343,6 +359,13 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     if (closing) {
       reply.header('connection', 'close');
       void sendRestError(reply, new ApiError('UNAVAILABLE', 'The server is shutting down; retry.', { headers: { 'retry-after': '1' } }));
+      return;
+    }
+    // Audit events that cannot be written wait in memory up to a bound; at the bound, requests are refused
+    // rather than events dropped (audit-log.ts). Only the probes record nothing. The route's own error
+    // handler answers, in its interface's shape (REST, GraphQL, OAuth).
+    if (audit.full && !UNAUDITED_PATHS.has(request.routeOptions.url ?? '')) {
+      done(new ApiError('UNAVAILABLE', 'The audit log cannot be written at the moment; retry.'));
       return;
     }
     done();
@@ -383,7 +406,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     tokens,
     scopes: apiScopes,
     limiter,
-    throttle: new SignInThrottle(),
+    throttle: new SignInThrottle(shared.limiterStore),
     scopeDescriptions: policy.scopes,
     forgetUser: (userId) => forgetCached('user', userId),
     authenticateBearer: async (authorization) => authenticate({ authorization, tokenInQuery: false }, { tokens, subjects }),
@@ -396,10 +419,12 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   fastify.get('/readyz', async (_request, reply) => {
     try {
       await db.ping();
-      return reply.header('cache-control', 'no-store').send({ status: 'ready' });
     } catch {
       return sendRestError(reply, new ApiError('UNAVAILABLE', 'The database is not reachable.'));
     }
+    // Reachable again, but the events of the outage are not all written yet: requests are still refused.
+    if (audit.full) return sendRestError(reply, new ApiError('UNAVAILABLE', 'The audit log cannot be written at the moment.'));
+    return reply.header('cache-control', 'no-store').send({ status: 'ready' });
   });
 
   fastify.setNotFoundHandler(async (request, reply) => {
@@ -445,9 +470,15 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       // client that never reads its answer) must not hold the shutdown.
       closing = true;
       const deadline = setTimeout(() => fastify.server.closeAllConnections(), options.shutdownDrainMs ?? SHUTDOWN_DRAIN_MS);
+      // Node keeps a connection open after its last answer (keep-alive) while the server closes: each is
+      // closed once it is idle, so that a drained server stops then, not at the deadline.
+      const idle = setInterval(() => fastify.server.closeIdleConnections(), 100);
       await fastify.close();
+      clearInterval(idle);
       clearTimeout(deadline);
+      stopFollowingWrites();
       await invalidations.stop();
+      await shared.close();
       await maintenance.stop();
       await keyRotation.stop();
       await audit.close();

@@ -1,10 +1,23 @@
+import cluster from 'node:cluster';
+import type http from 'node:http';
+import { AggregatorRegistry } from 'prom-client';
 import { buildApp } from './app.js';
-import { loadConfigOrExit } from './config/config.js';
+import { runPrimary } from './cluster/primary.js';
+import { loadConfigOrExit, type Config } from './config/config.js';
+import { listenProblem, metricsListenProblem } from './http/listen-problem.js';
 import { serveMetrics } from './metrics/metrics.js';
 
-/** `npm start`: validated configuration, the server, and a graceful SIGTERM/SIGINT. */
+/**
+ * `npm start`: validated configuration, then either one server process, or (WORKERS > 1) a primary that
+ * supervises WORKERS of them on the one port (cluster/primary.ts); a graceful SIGTERM/SIGINT either way.
+ */
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
+  if (config.workers > 1 && cluster.isPrimary) return runPrimary(config);
+  await serve(config);
+}
+
+async function serve(config: Config): Promise<void> {
   const app = await buildApp(config);
   try {
     await app.fastify.listen({ host: config.host, port: config.port });
@@ -15,12 +28,21 @@ async function main(): Promise<void> {
     await app.close();
     process.exit(1);
   }
-  const metrics = config.metrics.port === null ? null : await serveMetrics(app.metrics, config.metrics.host, config.metrics.port).catch((error: unknown) => {
-    const problem = listenProblem(error, config.metrics.host, config.metrics.port!);
-    if (problem === null) throw error;
-    console.error(`portcullis: cannot serve metrics on ${config.metrics.host}:${config.metrics.port}: ${problem.replace('PORT', 'METRICS_PORT')}`);
-    return app.close().then(() => process.exit(1));
-  });
+  let metrics: http.Server | null = null;
+  if (cluster.isWorker) {
+    // The primary serves METRICS_PORT and asks every worker for this registry; prom-client answers it from
+    // a worker once an aggregator registry exists there.
+    new AggregatorRegistry();
+    AggregatorRegistry.setRegistries([app.metrics.registry]);
+  } else if (config.metrics.port !== null) {
+    metrics = await serveMetrics(app.metrics.registry, config.metrics.host, config.metrics.port).catch(async (error: unknown) => {
+      const problem = metricsListenProblem(error, config.metrics.host, config.metrics.port!);
+      if (problem === null) throw error;
+      console.error(`portcullis: ${problem}`);
+      await app.close();
+      process.exit(1);
+    });
+  }
   let closing = false;
   const shutdown = (signal: string) => {
     if (closing) return;
@@ -37,20 +59,8 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
-}
-
-/** One line an operator can act on, for the failures of listen() that are the configuration's, else null. */
-function listenProblem(error: unknown, host: string, port: number): string | null {
-  switch ((error as NodeJS.ErrnoException | null)?.code) {
-    case 'EADDRINUSE':
-      return `port ${port} is already in use; stop what holds it or set PORT to a free port`;
-    case 'EACCES':
-      return `permission denied for port ${port}; ports below 1024 need privileges, set PORT to 1024 or above`;
-    case 'EADDRNOTAVAIL':
-      return `${host} is not an address of this machine; set HOST to one of its addresses (or 0.0.0.0)`;
-    default:
-      return null;
-  }
+  // A worker whose primary is gone (killed) would hold the port's connections with no one supervising.
+  if (cluster.isWorker) process.on('disconnect', () => shutdown('disconnect'));
 }
 
 await main();

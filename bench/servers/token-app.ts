@@ -54,6 +54,7 @@ export async function buildTokenBenchApp(): Promise<TokenBenchApp> {
     role: 'editor',
     accessTokenFormat: 'jwt',
     accessTokenTtl: ACCESS_TOKEN_TTL,
+    rateLimit: null,
     firstParty: true,
     legacy: false,
     postLogoutRedirectUris: [],

@@ -89,3 +89,19 @@ function insertFor(kysely: Kysely<Database>, rows: number): CompiledQuery {
   }
   return insert;
 }
+
+/** Ids per lookup: far below either database's limit on bound parameters. */
+const LOOKUP_CHUNK = 500;
+
+/**
+ * Which of these events the table already holds: a write whose COMMIT was sent but never answered (the
+ * connection was lost) may have committed, and its events must not be appended a second time.
+ */
+export async function storedEventIds(db: Db, ids: readonly string[]): Promise<Set<string>> {
+  const stored = new Set<string>();
+  for (let start = 0; start < ids.length; start += LOOKUP_CHUNK) {
+    const rows = await db.kysely.selectFrom('auditEvents').select('id').where('id', 'in', ids.slice(start, start + LOOKUP_CHUNK)).execute();
+    for (const row of rows) stored.add(row.id);
+  }
+  return stored;
+}

@@ -62,6 +62,7 @@ export async function bootstrapIfEmpty(db: Db, config: Config, scopes: readonly 
           role: 'admin',
           accessTokenFormat: 'jwt',
           accessTokenTtl: config.tokens.accessTokenTtl,
+          rateLimit: null,
           firstParty: true,
           legacy: false,
           postLogoutRedirectUris: [],

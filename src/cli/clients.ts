@@ -30,6 +30,7 @@ const CLIENT_OPTIONS = {
   postLogoutRedirectUris: 'post-logout-redirect-uri',
   accessTokenFormat: 'format',
   accessTokenTtl: 'ttl',
+  rateLimit: 'rate-limit',
   idTokenSignedResponseAlg: 'id-token-alg',
   firstParty: 'first-party',
   legacy: 'legacy',
@@ -48,10 +49,11 @@ function expandGrantTypes(values: unknown): unknown {
 
 /**
  * The contract's ClientCreate after validation, which fills in every default (clientId and role stay
- * optional, and accessTokenTtl, whose default is the server's ACCESS_TOKEN_TTL).
+ * optional, and accessTokenTtl and rateLimit, whose defaults are the server's ACCESS_TOKEN_TTL and RATE_LIMIT_MAX).
  */
 type ClientCreate = components['schemas']['ClientCreate'];
-type ClientCreateBody = Required<Omit<ClientCreate, 'clientId' | 'role' | 'accessTokenTtl'>> & Pick<ClientCreate, 'clientId' | 'role' | 'accessTokenTtl'>;
+type ServerDefaulted = 'clientId' | 'role' | 'accessTokenTtl' | 'rateLimit';
+type ClientCreateBody = Required<Omit<ClientCreate, ServerDefaulted>> & Pick<ClientCreate, ServerDefaulted>;
 
 /** What may be shown: everything but the secret digest. */
 /** As the API shows a client: no secret digest, no revocation count. */
@@ -81,6 +83,7 @@ function checkClientOptions(options: Record<string, unknown>): ClientCreateBody 
       ...(options['client-id'] !== undefined ? { clientId: options['client-id'] } : {}),
       ...(options.format !== undefined ? { accessTokenFormat: options.format } : {}),
       ...(options.ttl !== undefined ? { accessTokenTtl: parseInteger('ttl', options.ttl) } : {}),
+      ...(options['rate-limit'] !== undefined ? { rateLimit: parseInteger('rate-limit', options['rate-limit']) } : {}),
       ...(options['id-token-alg'] !== undefined ? { idTokenSignedResponseAlg: options['id-token-alg'] } : {}),
       ...(options['first-party'] ? { firstParty: true } : {}),
       ...(options.legacy ? { legacy: true } : {}),
@@ -116,6 +119,7 @@ const createClientCommand: Command = {
     'client-id': { type: 'string', value: 'ID', description: 'client_id to use instead of a generated one' },
     format: { type: 'string', value: 'jwt|opaque', description: 'access token format (default jwt)' },
     ttl: { type: 'string', value: 'SECONDS', description: 'access token lifetime, 300..3600 (default: ACCESS_TOKEN_TTL, 600)' },
+    'rate-limit': { type: 'string', value: 'N', description: 'requests per rate-limit window, its users\' included (default: RATE_LIMIT_MAX)' },
     'id-token-alg': { type: 'string', value: 'RS256|ES256', description: 'ID token signing algorithm (default RS256)' },
     'first-party': { type: 'boolean', description: 'mark as first-party' },
     legacy: { type: 'boolean', description: 'allow the password grant when the server allows it too' },
@@ -132,6 +136,7 @@ const createClientCommand: Command = {
       const record = {
         ...body,
         accessTokenTtl: body.accessTokenTtl ?? config.tokens.accessTokenTtl,
+        rateLimit: body.rateLimit ?? null,
         role: body.role ?? null,
         id: newId(),
         clientId,
@@ -212,6 +217,7 @@ const showClientCommand: Command = {
       ['post_logout_redirect_uris', formatList(client.postLogoutRedirectUris)],
       ['format', client.accessTokenFormat],
       ['ttl', String(client.accessTokenTtl)],
+      ['rate_limit', client.rateLimit === null ? '-' : String(client.rateLimit)],
       ['id_token_alg', client.idTokenSignedResponseAlg],
       ['first_party', client.firstParty ? 'yes' : 'no'],
       ['legacy', client.legacy ? 'yes' : 'no'],

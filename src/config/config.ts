@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { availableParallelism } from 'node:os';
 import type { GraphqlLimits } from '../limits/graphql-limits.js';
 import path from 'node:path';
 
@@ -61,6 +62,8 @@ export interface Config {
     readonly failureWindowSeconds: number;
     /** How often a running server signs a checkpoint of the audit chain (when events were added). */
     readonly checkpointSeconds: number;
+    /** Events waiting to be written at which new requests are refused (503) rather than any event dropped. */
+    readonly maxPending: number;
   };
   readonly bootstrap: {
     readonly adminEmail: string | null;
@@ -87,6 +90,8 @@ export interface Config {
     /** METRICS_HOST: its address, loopback unless set. */
     readonly host: string;
   };
+  /** WORKERS: server processes behind the one port (node:cluster); the cores in production, else 1. */
+  readonly workers: number;
   /** Development defaults in force; production refuses to start with any of them. */
   readonly developmentDefaults: readonly string[];
 }
@@ -315,6 +320,7 @@ export function loadConfig(env: Env = process.env): Config {
     audit: {
       failureWindowSeconds: readInt(env, 'AUDIT_FAILURE_WINDOW', 60, 1, 3600, problems),
       checkpointSeconds: readInt(env, 'AUDIT_CHECKPOINT_INTERVAL', 300, 1, 86400, problems),
+      maxPending: readInt(env, 'AUDIT_MAX_PENDING', 10_000, 10, 1_000_000, problems),
     },
     bootstrap: {
       adminEmail: readString(env, 'BOOTSTRAP_ADMIN_EMAIL'),
@@ -340,6 +346,7 @@ export function loadConfig(env: Env = process.env): Config {
       port: env.METRICS_PORT === undefined || env.METRICS_PORT === '' ? null : readInt(env, 'METRICS_PORT', 9464, 1, 65535, problems),
       host: readString(env, 'METRICS_HOST') ?? '127.0.0.1',
     },
+    workers: readInt(env, 'WORKERS', nodeEnv === 'production' ? availableParallelism() : 1, 1, 256, problems),
     developmentDefaults,
   };
 

@@ -1,4 +1,5 @@
 import { OAuthError } from '../oauth/oauth-error.js';
+import { ApiError, UNAVAILABLE_RETRY_AFTER_SECONDS } from './registry.js';
 import { isUnavailable } from './rest-renderer.js';
 
 export interface RenderedOAuthError {
@@ -26,8 +27,12 @@ export function renderOAuthError(error: unknown): RenderedOAuthError {
 
 export function toOAuthError(error: unknown): OAuthError {
   if (error instanceof OAuthError) return error;
+  // The server refusing work for itself (a full audit log), in RFC 6749's words.
+  if (error instanceof ApiError && error.code === 'UNAVAILABLE') return new OAuthError('temporarily_unavailable', error.message, 503, error.headers);
   if (isUnavailable(error)) {
-    return new OAuthError('temporarily_unavailable', 'The service is temporarily unavailable; try again later.', 503);
+    return new OAuthError('temporarily_unavailable', 'The service is temporarily unavailable; try again later.', 503, {
+      'retry-after': String(UNAVAILABLE_RETRY_AFTER_SECONDS),
+    });
   }
   return new OAuthError('server_error', 'An internal error occurred.', 500);
 }

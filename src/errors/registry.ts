@@ -27,6 +27,12 @@ export const ERROR_CODES = {
 
 export type ErrorCode = keyof typeof ERROR_CODES;
 
+/**
+ * What `UNAVAILABLE` tells a client to wait when nothing more precise is known (an unreachable database, a
+ * full audit buffer): RFC 9110 §10.2.3 `Retry-After`, on every 503 of every interface.
+ */
+export const UNAVAILABLE_RETRY_AFTER_SECONDS = 2;
+
 export interface ErrorDetail {
   path: string;
   message: string;
@@ -45,7 +51,7 @@ export class ApiError extends Error {
     super(message, { cause: options.cause });
     this.name = 'ApiError';
     this.status = ERROR_CODES[code].status;
-    this.headers = options.headers ?? {};
+    this.headers = code === 'UNAVAILABLE' ? { 'retry-after': String(UNAVAILABLE_RETRY_AFTER_SECONDS), ...options.headers } : (options.headers ?? {});
     this.details = options.details;
   }
 

@@ -36,6 +36,14 @@ export function toApiError(error: unknown): ApiError {
   return new ApiError('INTERNAL', ERROR_CODES.INTERNAL.message, { cause: error });
 }
 
+/**
+ * A 503 the server decided on itself (shutting down, the audit log full): its condition is logged where it
+ * begins, not once per refused request.
+ */
+export function isRefusal(error: unknown): boolean {
+  return error instanceof ApiError && error.code === 'UNAVAILABLE' && error.cause === undefined;
+}
+
 // PostgreSQL SQLSTATEs: 08xxx connection exceptions, 57P01-57P03 server shutting down or starting, 53300 too many
 // connections, 3D000 the configured database does not exist (dropped or not yet created): none is the request's fault.
 // PORTCULLIS_BATCH_COMMIT_FAILED: a commit shared by the requests of one turn failed (storage/turn-batch.ts);

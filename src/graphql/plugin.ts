@@ -2,13 +2,13 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod,
 import { execute, getOperationAST, GraphQLError, Kind, validate, type DocumentNode, type OperationDefinitionNode, type SelectionSetNode } from 'graphql';
 import fastifyWebsocket from '@fastify/websocket';
 import mercurius from 'mercurius';
-import { ApiError, ERROR_CODES } from '../errors/registry.js';
-import { toApiError } from '../errors/rest-renderer.js';
+import { ApiError, ERROR_CODES, UNAVAILABLE_RETRY_AFTER_SECONDS } from '../errors/registry.js';
+import { isRefusal, toApiError } from '../errors/rest-renderer.js';
 import { rateLimitHeaders } from '../limits/rate-limit.js';
 import { checkBatchSize, checkDocumentLimits, LimitExceededError, parseWithinLimits, type GraphqlLimits } from '../limits/graphql-limits.js';
 import { runStages, type Stage } from '../pipeline/pipeline.js';
 import { recordDecision } from '../pipeline/record-decision.js';
-import { authorizeOperation, identify, limit, limitAddress } from '../pipeline/stages.js';
+import { authorizeOperation, chargeCaller, identify, limit, limitAddress } from '../pipeline/stages.js';
 import { ANONYMOUS } from '../policy/principal.js';
 import type { OperationAccess } from '../policy/table.js';
 import { ReadableCounts } from '../resources/counts.js';
@@ -154,7 +154,9 @@ export async function registerGraphql(app: FastifyInstance, pluginDeps: GraphqlP
       const source = deps.trustedDocuments ? deps.trustedDocuments.resolve(params.query, params.extensions) : params.query;
       if (typeof source !== 'string') throw new ApiError('VALIDATION_FAILED', 'The body needs `query`, a string.');
       const document = documents.parse(source, deps.limits);
-      const { operation, fields } = prepareOperation(document, params);
+      const { operation, fields, cost } = prepareOperation(document, params);
+      // The rate-limit stage took one point; the request weighs its cost.
+      if (cost > 1) await chargeCaller(ex, deps, cost - 1);
       if (fields.introspection) decideRequest(ex, introspectionAccess, `${rootTypeName(operation)}.__schema`);
       refuseAnonymous(ex, operation, fields.names);
 
@@ -205,14 +207,14 @@ export async function registerGraphql(app: FastifyInstance, pluginDeps: GraphqlP
       const name = params.operationName ?? '';
       const known = prepared.get(document)?.get(name);
       if (known) return known;
-      const { readVariables } = checkDocumentLimits(schema, document, params.operationName, params.variables, deps.limits);
+      const { readVariables, cost } = checkDocumentLimits(schema, document, params.operationName, params.variables, deps.limits);
       const operation = getOperationAST(document, params.operationName);
       if (!operation) {
         const message = params.operationName ? `The document has no operation named "${params.operationName}".` : 'The document must name the operation to run (`operationName`).';
         throw new ApiError('VALIDATION_FAILED', message);
       }
       if (operation.operation === 'subscription') throw new ApiError('VALIDATION_FAILED', 'Subscriptions are not served over HTTP POST.');
-      const operationOf: PreparedOperation = { operation, fields: rootFields(document, operation) };
+      const operationOf: PreparedOperation = { operation, fields: rootFields(document, operation), cost };
       if (!readVariables) {
         // Bounded by the document cache (a document that leaves it is collected) and by its operations.
         const byName = prepared.get(document) ?? new Map<string, PreparedOperation>();
@@ -359,6 +361,8 @@ function rootFields(document: DocumentNode, operation: OperationDefinitionNode):
 interface PreparedOperation {
   operation: OperationDefinitionNode;
   fields: { names: Set<string>; introspection: boolean };
+  /** Rate-limit points: the cost its limits measured. */
+  cost: number;
 }
 
 interface ExecutionBody {
@@ -402,6 +406,8 @@ function responseType(request: FastifyRequest): string | null {
 
 function send(reply: FastifyReply, type: string, ex: GraphqlExchange, status: number, body: unknown): FastifyReply {
   if (ex.rateLimit) reply.headers(rateLimitHeaders(ex.rateLimit));
+  // Nothing resolved because the database could not be reached: retry, as any UNAVAILABLE says.
+  if (status === 503) reply.header('retry-after', String(UNAVAILABLE_RETRY_AFTER_SECONDS));
   return reply.code(status).header('cache-control', 'no-store').header('content-type', `${type}; charset=utf-8`).send(JSON.stringify(body));
 }
 
@@ -417,7 +423,7 @@ function sendFailure(reply: FastifyReply, type: string | null, error: unknown, e
     errors = [{ message: error.message, extensions: { code: error.code } }];
   } else {
     const api = toApiError(error);
-    if (api.status >= 500) reply.log.error({ err: error }, 'graphql request failed');
+    if (api.status >= 500 && !isRefusal(error)) reply.log.error({ err: error }, 'graphql request failed');
     status = api.status;
     reply.headers(api.headers);
     const body: GraphqlErrorBody = { message: api.message, extensions: { code: api.code } };

@@ -109,16 +109,16 @@ export function checkDocumentLimits(
   operationName: string | null | undefined,
   variables: Readonly<Record<string, unknown>> | null | undefined,
   limits: GraphqlLimits,
-): { readVariables: boolean } {
+): { readVariables: boolean; cost: number } {
   let readVariables = false;
   const operation = selectOperation(document, operationName);
-  if (!operation) return { readVariables };
+  if (!operation) return { readVariables, cost: 1 };
   const fragments = new Map<string, FragmentDefinitionNode>();
   for (const definition of document.definitions) {
     if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
   }
   const rootType = schema.getRootType(operation.operation);
-  if (!rootType) return { readVariables };
+  if (!rootType) return { readVariables, cost: 1 };
   const measured = new Map<string, Measure>();
   const inProgress = new Set<string>();
 
@@ -218,7 +218,8 @@ export function checkDocumentLimits(
   if (measure.introspectionDepth > INTROSPECTION_MAX_DEPTH) {
     throw new LimitExceededError('QUERY_TOO_DEEP', `Depth limit: the introspection query is ${measure.introspectionDepth} levels deep, at most ${INTROSPECTION_MAX_DEPTH} are allowed.`);
   }
-  return { readVariables };
+  // What the request weighs against its caller's rate limit: at least the one point of any request.
+  return { readVariables, cost: Math.max(1, measure.cost) };
 }
 
 function tooCostly(limits: GraphqlLimits): LimitExceededError {

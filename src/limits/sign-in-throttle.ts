@@ -1,5 +1,5 @@
 import { addressKey } from './address-key.js';
-import { RateLimitPolicy } from './rate-limit.js';
+import { inProcessStore, RateLimitPolicy, type LimiterStore } from './rate-limit.js';
 
 const WINDOW_SECONDS = 15 * 60;
 
@@ -43,10 +43,19 @@ type Budget = readonly [RateLimitPolicy, string];
  * A refused attempt gives back what it reserved, so only attempts that reached the check are ever counted.
  */
 export class SignInThrottle {
-  readonly #address = new RateLimitPolicy('sign-in-address', SIGN_IN_LIMITS.address, WINDOW_SECONDS);
-  readonly #accountAddress = new RateLimitPolicy('sign-in-account-address', SIGN_IN_LIMITS.accountAddress, WINDOW_SECONDS);
-  readonly #account = new RateLimitPolicy('sign-in-account', SIGN_IN_LIMITS.account, WINDOW_SECONDS);
-  readonly #knownDevice = new RateLimitPolicy('sign-in-known-device', SIGN_IN_LIMITS.knownDevice, WINDOW_SECONDS);
+  readonly #address: RateLimitPolicy;
+  readonly #accountAddress: RateLimitPolicy;
+  readonly #account: RateLimitPolicy;
+  readonly #knownDevice: RateLimitPolicy;
+
+  /** `store`: where the failures are counted; shared by every instance (Redis) or worker, guesses are too. */
+  constructor(store: LimiterStore = inProcessStore) {
+    const policy = (name: string, points: number) => new RateLimitPolicy(name, points, WINDOW_SECONDS, undefined, store);
+    this.#address = policy('sign-in-address', SIGN_IN_LIMITS.address);
+    this.#accountAddress = policy('sign-in-account-address', SIGN_IN_LIMITS.accountAddress);
+    this.#account = policy('sign-in-account', SIGN_IN_LIMITS.account);
+    this.#knownDevice = policy('sign-in-known-device', SIGN_IN_LIMITS.knownDevice);
+  }
 
   /**
    * Runs `check` (the password or user-code check) unless a budget is spent. `check` answers null for a

@@ -1,5 +1,5 @@
 import http from 'node:http';
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, type RegistryContentType } from 'prom-client';
 
 /**
  * The server's Prometheus metrics (prom-client), one registry per app. Served on METRICS_PORT by
@@ -53,6 +53,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly #notices = new Counter({
+    name: 'portcullis_invalidation_notices_total',
+    help: 'Notices that the invalidation sequence has new events, sent to and received from other server processes (Redis or the cluster primary).',
+    labelNames: ['direction'] as const,
+    registers: [this.registry],
+  });
+
   constructor(auditQueueDepth: () => number) {
     new Gauge({
       name: 'portcullis_audit_queue_depth',
@@ -73,6 +80,10 @@ export class Metrics {
     this.#decisions.inc({ interface: iface, decision, reason });
   }
 
+  invalidationNotice(direction: 'sent' | 'received'): void {
+    this.#notices.inc({ direction });
+  }
+
   rateLimited(policy: string): void {
     this.#rateLimited.inc({ policy });
   }
@@ -87,15 +98,21 @@ export class Metrics {
 }
 
 /** `GET /metrics` in Prometheus' text format on its own listener; anything else is 404. */
-export async function serveMetrics(metrics: Metrics, host: string, port: number): Promise<http.Server> {
+export async function serveMetrics<R extends Registry<RegistryContentType>>(
+  registry: R,
+  host: string,
+  port: number,
+  /** What one scrape answers: the registry's metrics, or (the cluster's primary) every worker's summed. */
+  collect: (registry: R) => Promise<string> = (r) => r.metrics(),
+): Promise<http.Server> {
   const server = http.createServer((request, response) => {
     const path = (request.url ?? '').split('?', 1)[0];
     if (request.method !== 'GET' || path !== '/metrics') {
       response.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('Not found: GET /metrics\n');
       return;
     }
-    metrics.registry.metrics().then(
-      (text) => response.writeHead(200, { 'content-type': metrics.registry.contentType, 'cache-control': 'no-store' }).end(text),
+    collect(registry).then(
+      (text) => response.writeHead(200, { 'content-type': registry.contentType, 'cache-control': 'no-store' }).end(text),
       () => response.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' }).end('The metrics could not be collected.\n'),
     );
   });

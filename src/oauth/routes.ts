@@ -2,6 +2,7 @@ import { addressKey } from '../limits/address-key.js';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config/config.js';
 import { renderOAuthError } from '../errors/oauth-renderer.js';
+import { isRefusal } from '../errors/rest-renderer.js';
 import type { Db } from '../storage/dialect.js';
 import { registerDiscovery } from './endpoints/discovery.js';
 import { registerJwks } from './endpoints/jwks.js';
@@ -110,7 +111,9 @@ export async function registerOAuth(app: FastifyInstance, deps: OAuthDeps): Prom
         const rendered = renderOAuthError(error);
         if (rendered.status >= 500 && rendered.status !== 503) request.log.error({ err: error }, 'OAuth page failed');
         const unavailable = rendered.status === 503;
-        if (unavailable) return sendPage(reply, errorPage(503, 'Temporarily unavailable', 'The service is temporarily unavailable.', 'Try again in a moment.'));
+        if (unavailable) {
+          return sendPage(reply.header('retry-after', rendered.headers['retry-after']), errorPage(503, 'Temporarily unavailable', 'The service is temporarily unavailable.', 'Try again in a moment.'));
+        }
         return sendPage(reply, errorPage(rendered.status, 'Something went wrong', 'The server could not complete the request.'));
       });
       const pageDeps = pagesDeps(deps);
@@ -151,7 +154,7 @@ function pagesDeps(deps: OAuthDeps): PageDeps {
 
 function sendOAuthError(translated: unknown, cause: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const rendered = renderOAuthError(translated);
-  if (rendered.status >= 500) request.log.error({ err: cause }, 'OAuth endpoint failed');
+  if (rendered.status >= 500 && !isRefusal(translated)) request.log.error({ err: cause }, 'OAuth endpoint failed');
   return reply.status(rendered.status).headers(rendered.headers).send(rendered.body);
 }
 

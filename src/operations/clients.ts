@@ -36,6 +36,7 @@ export const createClient: Handler<'createClient'> = async ({ body }, { deps }) 
     role: body.role ?? null,
     accessTokenFormat: body.accessTokenFormat ?? 'jwt',
     accessTokenTtl: body.accessTokenTtl ?? deps.defaultAccessTokenTtl,
+    rateLimit: body.rateLimit ?? null,
     firstParty: body.firstParty ?? false,
     legacy: body.legacy ?? false,
     // Validation filled in the contract's defaults ([] and RS256).
@@ -68,7 +69,7 @@ export const replaceClient: Handler<'replaceClient'> = async ({ body }, { resour
   }
   // A full replacement (RFC 9110 §9.3.4): what the body leaves out takes its default, as on creation
   // (validation filled in the contract's defaults; a role has none, absent being null).
-  const replaced = { ...body, role: body.role ?? null };
+  const replaced = { ...body, role: body.role ?? null, rateLimit: body.rateLimit ?? null };
   const updatedAt = nowIso();
   await deps.db.transaction().execute(async (trx) => {
     await updateClientSettings(trx, current.id, replaced, updatedAt);

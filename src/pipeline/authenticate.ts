@@ -119,6 +119,7 @@ function principalOf(token: VerifiedToken, subject: SubjectStatus | null, client
     role: subject.role,
     clientId: token.clientId,
     clientRegistrationId: client.id,
+    clientRateLimit: client.rateLimit,
     // What the client may hold now: removing a scope from a client narrows the tokens it already has.
     scopes: effectiveScopes(token.scopes, client.scopes),
     token: { jti: token.jti, format: token.format, grantType: token.grantType, issuedAt: token.issuedAt, expiresAt: token.expiresAt },

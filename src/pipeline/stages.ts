@@ -71,13 +71,21 @@ export function limitAddress(ex: Exchange, deps: PipelineDeps): StageResult {
  * address for anonymous callers. 429 with Retry-After once a budget is spent.
  */
 export function limit(ex: Exchange, deps: PipelineDeps): StageResult {
+  return chargeCaller(ex, deps, 1);
+}
+
+/**
+ * Takes `weight` points from the budgets of the caller the exchange has identified (a GraphQL request
+ * weighs its computed cost: `limit` took one point, the rest is taken once the document is measured).
+ */
+export function chargeCaller(ex: Exchange, deps: PipelineDeps, weight: number): Promise<void> {
   const principal = ex.principal;
-  if (principal.kind === 'anonymous') return charge(ex, deps.limiter.anonymous.consume(addressKey(ex.sourceAddress)));
-  const client = deps.limiter.client.consume(principal.clientId);
+  if (principal.kind === 'anonymous') return charge(ex, deps.limiter.anonymous.consume(addressKey(ex.sourceAddress), weight));
+  const client = deps.limiter.client.consume(principal.clientId, weight, principal.clientRateLimit);
   if (principal.kind === 'client') return charge(ex, client);
   return charge(
     ex,
-    Promise.all([deps.limiter.user.consume(principal.subject), client]).then(([user, byClient]) => tighter(user, byClient)),
+    Promise.all([deps.limiter.user.consume(principal.subject, weight), client]).then(([user, byClient]) => tighter(user, byClient)),
   );
 }
 

@@ -11,6 +11,8 @@ export interface SubjectStatus {
   scopes: ReadonlySet<string> | null;
   /** A client's: how many times its tokens were revoked (a self-contained token must carry this count). Null for users. */
   revocations: number | null;
+  /** A client's own request budget per rate-limit window; null: the server's (and always null for users). */
+  rateLimit: number | null;
 }
 
 /**
@@ -72,13 +74,13 @@ export class SubjectDirectory {
 
   async #loadUser(id: string): Promise<SubjectStatus | null> {
     const row = await this.db.selectFrom('users').select(['role', 'active']).where('id', '=', id).executeTakeFirst();
-    return row ? { id, role: row.role, active: Boolean(row.active), scopes: null, revocations: null } : null;
+    return row ? { id, role: row.role, active: Boolean(row.active), scopes: null, revocations: null, rateLimit: null } : null;
   }
 
   async #loadClient(clientId: string): Promise<SubjectStatus | null> {
-    const row = await this.db.selectFrom('clients').select(['id', 'role', 'scopes', 'revocations']).where('clientId', '=', clientId).executeTakeFirst();
+    const row = await this.db.selectFrom('clients').select(['id', 'role', 'scopes', 'revocations', 'rateLimit']).where('clientId', '=', clientId).executeTakeFirst();
     // A client without a role is still the registration its users' tokens were issued to (authenticate.ts
     // refuses only tokens naming it as their own subject).
-    return row ? { id: row.id, role: row.role, active: true, scopes: new Set(JSON.parse(row.scopes) as string[]), revocations: row.revocations } : null;
+    return row ? { id: row.id, role: row.role, active: true, scopes: new Set(JSON.parse(row.scopes) as string[]), revocations: row.revocations, rateLimit: row.rateLimit } : null;
   }
 }

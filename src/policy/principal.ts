@@ -23,6 +23,8 @@ export interface TokenPrincipal {
    * registration, so what is keyed by the caller (stored idempotent responses) is keyed by this.
    */
   clientRegistrationId: string;
+  /** The client's own request budget per rate-limit window (its registration's `rateLimit`); null: the server's. */
+  clientRateLimit: number | null;
   scopes: ReadonlySet<string>;
   token: {
     jti: string;

@@ -19,6 +19,8 @@ export interface ClientRecord {
   role: string | null;
   accessTokenFormat: TokenFormat;
   accessTokenTtl: number;
+  /** Requests per rate-limit window, its users' included; null: the server's RATE_LIMIT_MAX. */
+  rateLimit: number | null;
   firstParty: boolean;
   legacy: boolean;
   postLogoutRedirectUris: string[];
@@ -39,7 +41,7 @@ export interface ClientWithSecret extends ClientRecord {
 /** Every column a client registration is served from: never the secret's digest. */
 export const CLIENT_COLUMNS = [
   'id', 'clientId', 'name', 'type', 'redirectUris', 'grantTypes', 'scopes', 'role', 'accessTokenFormat', 'accessTokenTtl',
-  'firstParty', 'legacy', 'postLogoutRedirectUris', 'idTokenSignedResponseAlg', 'createdAt', 'updatedAt',
+  'rateLimit', 'firstParty', 'legacy', 'postLogoutRedirectUris', 'idTokenSignedResponseAlg', 'createdAt', 'updatedAt',
 ] as const satisfies readonly (keyof ClientsTable)[];
 
 export function toClientRecord(row: Selectable<ClientsTable>): ClientWithSecret {
@@ -55,6 +57,7 @@ export function toClientRecord(row: Selectable<ClientsTable>): ClientWithSecret 
     role: row.role,
     accessTokenFormat: row.accessTokenFormat as TokenFormat,
     accessTokenTtl: row.accessTokenTtl,
+    rateLimit: row.rateLimit,
     firstParty: Boolean(row.firstParty),
     legacy: Boolean(row.legacy),
     postLogoutRedirectUris: JSON.parse(row.postLogoutRedirectUris) as string[],
@@ -80,6 +83,7 @@ export function clientRow(client: NewClient, createdAt: string, updatedAt: strin
     role: client.role,
     accessTokenFormat: client.accessTokenFormat,
     accessTokenTtl: client.accessTokenTtl,
+    rateLimit: client.rateLimit,
     firstParty: client.firstParty,
     legacy: client.legacy,
     postLogoutRedirectUris: JSON.stringify(client.postLogoutRedirectUris),
@@ -111,7 +115,7 @@ export async function insertClient(db: Kysely<Database>, client: NewClient, now:
 /** A registration's settings as a full replacement sets them (the type, client_id and secret never change). */
 export type ClientSettingsRecord = Pick<
   ClientRecord,
-  'name' | 'redirectUris' | 'postLogoutRedirectUris' | 'grantTypes' | 'scopes' | 'role' | 'accessTokenFormat' | 'accessTokenTtl' | 'idTokenSignedResponseAlg' | 'firstParty' | 'legacy'
+  'name' | 'redirectUris' | 'postLogoutRedirectUris' | 'grantTypes' | 'scopes' | 'role' | 'accessTokenFormat' | 'accessTokenTtl' | 'rateLimit' | 'idTokenSignedResponseAlg' | 'firstParty' | 'legacy'
 >;
 
 export async function updateClientSettings(db: Kysely<Database>, id: string, settings: ClientSettingsRecord, updatedAt: string): Promise<void> {
@@ -126,6 +130,7 @@ export async function updateClientSettings(db: Kysely<Database>, id: string, set
       role: settings.role,
       accessTokenFormat: settings.accessTokenFormat,
       accessTokenTtl: settings.accessTokenTtl,
+      rateLimit: settings.rateLimit,
       idTokenSignedResponseAlg: settings.idTokenSignedResponseAlg,
       firstParty: settings.firstParty,
       legacy: settings.legacy,

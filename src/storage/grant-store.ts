@@ -6,6 +6,7 @@ import type { Db } from './dialect.js';
 import type { RefreshTokenRow } from './refresh-tokens.js';
 import type { SqliteHandle } from './sqlite-handle.js';
 import { nowIso } from './ids.js';
+import { noteInvalidationWritten } from './invalidations.js';
 import { TOKEN_COLUMNS, tokenRowValues, type TokenRow, type TokenTable } from './token-rows.js';
 import { isSqlite } from './write-transaction.js';
 
@@ -199,6 +200,7 @@ class StatementGrantStore implements GrantStore {
     const refreshTokens = await this.#run.changes('revokeGrantRefreshTokens', [revokedAt, grantId]);
     if (accessTokens + refreshTokens === 0) return false;
     await this.#run.changes('recordInvalidation', ['grant', grantId, nowIso()]);
+    noteInvalidationWritten();
     return true;
   }
 

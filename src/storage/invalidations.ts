@@ -18,12 +18,30 @@ export interface Invalidation {
   target: string;
 }
 
+const writeListeners = new Set<() => void>();
+
+/**
+ * Calls `listener` whenever this process writes an event (before its transaction commits): the feed of a
+ * server in this process reads the table soon after and tells the other servers (Redis, or the cluster's
+ * primary) to read it too, instead of leaving them to find it at their next poll. Returns the unsubscribe.
+ */
+export function onInvalidationWritten(listener: () => void): () => void {
+  writeListeners.add(listener);
+  return () => writeListeners.delete(listener);
+}
+
+/** For writers that insert events with their own compiled statement (grant-store.ts). */
+export function noteInvalidationWritten(): void {
+  for (const listener of writeListeners) listener();
+}
+
 /**
  * Records a change for every running server to follow (invalidation-feed.ts). Call it with the transaction
  * that makes the change, so a server never sees the event without the change or the change without it.
  */
 export async function recordInvalidation(db: Kysely<Database>, kind: InvalidationKind, target: string): Promise<void> {
   await db.insertInto('invalidations').values({ kind, target, createdAt: nowIso() }).execute();
+  noteInvalidationWritten();
 }
 
 /** Events after `afterSeq`, oldest first, at most `limit`. */

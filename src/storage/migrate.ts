@@ -13,8 +13,9 @@ import { selfContainedTokens } from './migrations/010-self-contained-tokens.js';
 import { deprecatedUses } from './migrations/011-deprecated-uses.js';
 import { pendingDeviceCodes } from './migrations/012-pending-device-codes.js';
 import { auditTraceId } from './migrations/013-audit-trace-id.js';
-import { signingKeySchedule } from './migrations/014-signing-key-schedule.js';
-import { auditKeyRewrap } from './migrations/015-audit-key-rewrap.js';
+import { clientRateLimit } from './migrations/014-client-rate-limit.js';
+import { signingKeySchedule } from './migrations/015-signing-key-schedule.js';
+import { auditKeyRewrap } from './migrations/016-audit-key-rewrap.js';
 
 /** The ordered migration set. Names sort in application order; never rename or edit a shipped one. */
 function migrationsFor(db: Db): Record<string, Migration> {
@@ -32,8 +33,9 @@ function migrationsFor(db: Db): Record<string, Migration> {
     '011-deprecated-uses': deprecatedUses,
     '012-pending-device-codes': pendingDeviceCodes,
     '013-audit-trace-id': auditTraceId,
-    '014-signing-key-schedule': signingKeySchedule,
-    '015-audit-key-rewrap': auditKeyRewrap(db.dialect),
+    '014-client-rate-limit': clientRateLimit,
+    '015-signing-key-schedule': signingKeySchedule,
+    '016-audit-key-rewrap': auditKeyRewrap(db.dialect),
   };
 }
 

@@ -54,6 +54,8 @@ export interface ClientsTable {
   role: string | null;
   accessTokenFormat: string;
   accessTokenTtl: number;
+  /** Requests per rate-limit window for this client; null: the server's RATE_LIMIT_MAX. */
+  rateLimit: number | null;
   firstParty: boolean | number;
   legacy: boolean | number;
   createdAt: string;

@@ -286,6 +286,7 @@ describe.each(DATABASE_KINDS)('users and clients on %s', (kind) => {
         role: 'member',
         accessTokenFormat: 'jwt',
         accessTokenTtl: 600,
+        rateLimit: null,
         idTokenSignedResponseAlg: 'RS256',
         firstParty: false,
         legacy: false,

@@ -178,6 +178,7 @@ describe.each(DATABASE_KINDS)('portcullis clients on %s', { timeout: CLI_TEST_TI
       role: null,
       accessTokenFormat: 'jwt',
       accessTokenTtl: 600,
+      rateLimit: null,
       idTokenSignedResponseAlg: 'ES256',
       firstParty: false,
       legacy: false,
@@ -215,6 +216,7 @@ describe.each(DATABASE_KINDS)('portcullis clients on %s', { timeout: CLI_TEST_TI
         'post_logout_redirect_uris: com.example.app:/signed-out',
         'format:                    jwt',
         'ttl:                       600',
+        'rate_limit:                -',
         'id_token_alg:              ES256',
         'first_party:               no',
         'legacy:                    no',
@@ -225,6 +227,15 @@ describe.each(DATABASE_KINDS)('portcullis clients on %s', { timeout: CLI_TEST_TI
     });
     expect(JSON.parse((await runCli(['clients', 'show', 'native', '--json'], t.env)).stdout)).toEqual(JSON.parse(native.stdout));
     expect((await runCli(['clients', 'show', 'web'], t.env)).stdout).toContain('\npost_logout_redirect_uris: -\n');
+    // Its own rate limit, within the contract's range.
+    const limited = await runCli(['clients', 'create', '--name', 'Batch', '--type', 'confidential', '--scope', 'read:posts', '--grant', 'client_credentials', '--role', 'member', '--client-id', 'batch', '--rate-limit', '5000', '--json'], t.env);
+    expect(JSON.parse(limited.stdout)).toMatchObject({ clientId: 'batch', rateLimit: 5000 });
+    expect((await runCli(['clients', 'show', 'batch'], t.env)).stdout).toContain('\nrate_limit:                5000\n');
+    expect(await runCli(['clients', 'create', '--name', 'Batch', '--type', 'confidential', '--scope', 'read:posts', '--grant', 'client_credentials', '--role', 'member', '--rate-limit', '0'], t.env)).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: "error: --rate-limit: must be >= 1\nRun 'portcullis clients create --help' for usage.\n",
+    });
     expect(await runCli(['clients', 'show', 'nobody'], t.env)).toEqual({ code: 1, stdout: '', stderr: 'error: no client nobody\n' });
   });
 

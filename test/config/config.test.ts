@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, DEVELOPMENT_KEY_SECRET, developmentDefaultWarning, loadConfig } from '../../src/config/config.js';
 
@@ -56,6 +57,16 @@ describe('configuration', () => {
     expect(() => {
       (config.tokens as { accessTokenTtl: number }).accessTokenTtl = 5;
     }).toThrow(TypeError);
+  });
+
+  it('runs one process in development and one per core in production unless WORKERS says otherwise', () => {
+    expect(loadConfig({}).workers).toBe(1);
+    const production = { NODE_ENV: 'production', ISSUER: 'https://api.example.com', KEY_ENCRYPTION_SECRET: 'k'.repeat(40) };
+    expect(loadConfig(production).workers).toBe(availableParallelism());
+    expect(loadConfig({ ...production, WORKERS: '3' }).workers).toBe(3);
+    expect(loadConfig({ WORKERS: '4' }).workers).toBe(4);
+    expect(problemsOf({ WORKERS: '0' })).toEqual(['WORKERS: must be between 1 and 256, got 0']);
+    expect(problemsOf({ WORKERS: 'all' })).toEqual(['WORKERS: must be an integer, got "all"']);
   });
 
   it('refuses access-token lifetimes outside 300..3600 s', () => {
@@ -153,6 +164,13 @@ describe('configuration', () => {
     expect(loadConfig({}).graphql.limits).toEqual({ maxDepth: 8, maxCost: 5000, maxAliases: 20, maxTokens: 2000, maxDirectivesPerField: 4, maxBatch: 1 });
     expect(loadConfig({ GRAPHQL_MAX_DEPTH: '12', GRAPHQL_MAX_BATCH: '5' }).graphql.limits).toMatchObject({ maxDepth: 12, maxBatch: 5 });
     expect(problemsOf({ GRAPHQL_MAX_DEPTH: '1', GRAPHQL_MAX_COST: 'lots' }).length).toBe(2);
+  });
+
+  it('reads the audit settings, refusing a pending-event bound out of range', () => {
+    expect(loadConfig({}).audit).toEqual({ failureWindowSeconds: 60, checkpointSeconds: 300, maxPending: 10_000 });
+    expect(loadConfig({ AUDIT_MAX_PENDING: '500' }).audit.maxPending).toBe(500);
+    expect(problemsOf({ AUDIT_MAX_PENDING: '9' })).toEqual(['AUDIT_MAX_PENDING: must be between 10 and 1000000, got 9']);
+    expect(problemsOf({ AUDIT_MAX_PENDING: 'many' })).toEqual(['AUDIT_MAX_PENDING: must be an integer, got "many"']);
   });
 
   it('reads CORS_ORIGINS as exact origins, and turns CORS off when it is unset or empty', () => {

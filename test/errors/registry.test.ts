@@ -30,13 +30,19 @@ describe('error registry', () => {
     expect(rendered).toEqual({ status: 500, headers: {}, body: { error: { code: 'INTERNAL', message: 'An internal error occurred.' } } });
   });
 
-  it('renders an unreachable database as UNAVAILABLE', () => {
+  it('renders an unreachable database as UNAVAILABLE, with Retry-After', () => {
     const error = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
     expect(renderRestError(error)).toEqual({
       status: 503,
-      headers: {},
+      headers: { 'retry-after': '2' },
       body: { error: { code: 'UNAVAILABLE', message: 'The service is temporarily unavailable.' } },
     });
+  });
+
+  it('gives every UNAVAILABLE a Retry-After, keeping one its thrower chose', () => {
+    expect(new ApiError('UNAVAILABLE').headers).toEqual({ 'retry-after': '2' });
+    expect(new ApiError('UNAVAILABLE', 'Closing.', { headers: { 'retry-after': '1', connection: 'close' } }).headers).toEqual({ 'retry-after': '1', connection: 'close' });
+    expect(new ApiError('CONFLICT').headers).toEqual({});
   });
 
   it('renders validation details when present', () => {

@@ -220,3 +220,31 @@ describe('trusted documents (GRAPHQL_TRUSTED_DOCUMENTS)', () => {
     expectRefused(await post(t, { query: '{{{{ not even GraphQL' }, token), 400, 'PERSISTED_QUERY_NOT_FOUND');
   });
 });
+
+describe('a GraphQL request weighs its cost against the rate limit', () => {
+  let t: TestApp;
+  afterAll(() => t?.close());
+
+  it('takes the computed cost from the user\'s and the client\'s budgets, and refuses with 429 once they are spent', async () => {
+    t = await startTestApp('sqlite', { RATE_LIMIT_MAX: '100', RATE_LIMIT_ANONYMOUS_MAX: '1000000', RATE_LIMIT_ADDRESS_MAX: '1000000' });
+    const member = await t.createUser('member');
+    const token = await member.token();
+    // posts(first: 20) multiplies what its nodes ask for by 20: the same measure as GRAPHQL_MAX_COST's.
+    const query = 'query { posts(first: 20) { nodes { id author { id } } } }';
+    const first = await post(t, { query }, token);
+    expect(first.statusCode, first.body).toBe(200);
+    const remaining = Number(/r=(\d+)/.exec(String(first.headers.ratelimit))![1]);
+    const cost = 100 - remaining;
+    expect(cost).toBeGreaterThan(20);
+    expect(first.headers['ratelimit-policy']).toMatch(/^"(user|client)";q=100;w=60$/);
+    // A query that asks for almost nothing costs one point.
+    const cheap = await post(t, { query: '{ __typename }' }, token);
+    expect(cheap.statusCode).toBe(200);
+    expect(cheap.headers.ratelimit).toMatch(new RegExp(`;r=${remaining - 1};`));
+    // Spend the rest with costly queries: the one that does not fit is refused whole, before it runs.
+    let last = cheap;
+    for (let i = 0; i < Math.ceil(remaining / cost) + 1 && last.statusCode === 200; i++) last = await post(t, { query }, token);
+    expectRefused(last, 429, 'RATE_LIMITED', /Too many requests/);
+    expect(Number(last.headers['retry-after'])).toBeGreaterThan(0);
+  });
+});

@@ -28,3 +28,21 @@ export async function liftAppendOnly(db: Kysely<any>, kind: 'sqlite' | 'postgres
     await sql`drop trigger audit_events_archive_only`.execute(db);
   }
 }
+
+/** A trigger that fails every insert into audit_events, as a database that cannot be written would. */
+export async function refuseAuditWrites(db: Kysely<any>, kind: 'sqlite' | 'postgres'): Promise<void> {
+  if (kind === 'sqlite') {
+    await sql`create trigger audit_events_refused before insert on audit_events begin select raise(abort, 'audit writes refused'); end`.execute(db);
+  } else {
+    await sql`create function audit_events_refused() returns trigger language plpgsql as $$ begin raise exception 'audit writes refused'; end $$`.execute(db);
+    await sql`create trigger audit_events_refused before insert on audit_events for each row execute function audit_events_refused()`.execute(db);
+  }
+}
+
+export async function allowAuditWrites(db: Kysely<any>, kind: 'sqlite' | 'postgres'): Promise<void> {
+  if (kind === 'sqlite') await sql`drop trigger audit_events_refused`.execute(db);
+  else {
+    await sql`drop trigger audit_events_refused on audit_events`.execute(db);
+    await sql`drop function audit_events_refused()`.execute(db);
+  }
+}

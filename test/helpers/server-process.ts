@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { afterEach } from 'vitest';
+import { afterAll, afterEach } from 'vitest';
 
 // The server as operators run it (`npm start` runs the compiled dist/src/main.js), on a real socket; every
 // process started here is killed and its data directory removed after each test.
@@ -28,8 +28,14 @@ export interface Running {
 }
 
 const started: Running[] = [];
+const startedForSuite: Running[] = [];
 
-export async function startServer(env: Record<string, string> = {}, dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'portcullis-e2e-'))): Promise<Running> {
+/** A server that lives until the end of the test that started it; with `forSuite`, until the end of the file. */
+export async function startServer(
+  env: Record<string, string> = {},
+  dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'portcullis-e2e-')),
+  { forSuite = false }: { forSuite?: boolean } = {},
+): Promise<Running> {
   const port = await freePort();
   let output = '';
   const child = spawn(process.execPath, ['dist/src/main.js'], {
@@ -40,12 +46,13 @@ export async function startServer(env: Record<string, string> = {}, dataDir = fs
   child.stderr!.on('data', (chunk) => (output += chunk));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const running = { child, base: `http://127.0.0.1:${port}`, dataDir, output: () => output, exited };
-  started.push(running);
+  (forSuite ? startedForSuite : started).push(running);
   return running;
 }
 
+/** Up to 30 s: a first start on a busy machine (migrations, keys, the bootstrap admin) takes several. */
 export async function waitUntilLive(server: Running): Promise<void> {
-  for (let i = 0; i < 100; i++) {
+  for (let i = 0; i < 300; i++) {
     try {
       const res = await fetch(`${server.base}/healthz`);
       if (res.status === 200) return;
@@ -58,13 +65,16 @@ export async function waitUntilLive(server: Running): Promise<void> {
   throw new Error(`server did not start:\n${server.output()}`);
 }
 
-afterEach(async () => {
-  for (const server of started.splice(0)) {
+async function stopAll(servers: Running[]): Promise<void> {
+  for (const server of servers.splice(0)) {
     if (server.child.exitCode === null) {
       server.child.kill('SIGKILL');
       await server.exited;
     }
     fs.rmSync(server.dataDir, { recursive: true, force: true });
   }
-});
+}
+
+afterEach(() => stopAll(started));
+afterAll(() => stopAll(startedForSuite));
 

@@ -20,7 +20,7 @@ describe('Prometheus metrics on their own listener', () => {
 
   beforeAll(async () => {
     t = await startTestApp('sqlite', { RATE_LIMIT_ANONYMOUS_MAX: '2', RATE_LIMIT_MAX: '1000' });
-    server = await serveMetrics(t.app.metrics, '127.0.0.1', 0);
+    server = await serveMetrics(t.app.metrics.registry, '127.0.0.1', 0);
     base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   });
   afterAll(async () => {

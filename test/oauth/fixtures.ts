@@ -37,6 +37,7 @@ export async function createClient(db: Db, overrides: Partial<NewClient> = {}): 
     idTokenSignedResponseAlg: 'RS256',
     accessTokenFormat: 'jwt',
     accessTokenTtl: 600,
+    rateLimit: null,
     firstParty: false,
     legacy: false,
     ...overrides,

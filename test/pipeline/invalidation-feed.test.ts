@@ -3,7 +3,7 @@ import { buildApp, type App } from '../../src/app.js';
 import { configFrom } from '../../src/config/config.js';
 import { InvalidationFeed } from '../../src/oauth/tokens/invalidation-feed.js';
 import type { Invalidation } from '../../src/storage/invalidations.js';
-import { recordInvalidation } from '../../src/storage/invalidations.js';
+import { onInvalidationWritten, recordInvalidation } from '../../src/storage/invalidations.js';
 import { ADMIN_CLIENT_ID, ADMIN_CLIENT_SECRET } from '../helpers/app.js';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../helpers/databases.js';
 
@@ -52,6 +52,35 @@ describe.each(DATABASE_KINDS)('invalidation feed on %s', (kind) => {
     await feed.poll();
     expect(applied.slice(base).map((e) => e.target)).toEqual(['second', 'first']);
     await feed.stop();
+  });
+
+  it('reads a write of this process back at once and announces it; a poll asked for by another server reads at once', async () => {
+    let announced = 0;
+    const writer = new InvalidationFeed(t.db.kysely, { apply: () => {}, reset: () => {} }, { intervalMs: 60_000, announce: () => announced++ });
+    const { feed: reader, applied } = follower();
+    await Promise.all([writer.start(), reader.start()]);
+    const stop = onInvalidationWritten(() => writer.nudge());
+    try {
+      await recordInvalidation(t.db.kysely, 'token', 'jti-announced');
+      // Neither feed polls on its own for a minute: the writer reads back its own write and announces it.
+      await expect.poll(() => announced, { timeout: 1000, interval: 10 }).toBe(1);
+      expect(applied).toEqual([]);
+      reader.pollNow();
+      await expect.poll(() => applied.map((e) => e.target), { timeout: 1000, interval: 10 }).toEqual(['jti-announced']);
+      // A feed that did not write announces nothing of what it reads.
+      let readerAnnounced = 0;
+      const quiet = new InvalidationFeed(t.db.kysely, { apply: () => {}, reset: () => {} }, { intervalMs: 60_000, announce: () => readerAnnounced++ });
+      await quiet.start();
+      stop();
+      await recordInvalidation(t.db.kysely, 'token', 'jti-elsewhere');
+      quiet.pollNow();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      await quiet.stop();
+      expect(readerAnnounced).toBe(0);
+    } finally {
+      stop();
+      await Promise.all([writer.stop(), reader.stop()]);
+    }
   });
 
   it('forgets everything it cached when it could not read the sequence for half an hour', async () => {

@@ -19,6 +19,7 @@ function user(role: string, subject = `u-${role}`, scopes: string[] = ['read:pos
     role,
     clientId: 'app',
     clientRegistrationId: 'app-registration',
+    clientRateLimit: null,
     scopes: new Set(scopes),
     token: { jti: 'j', format: 'jwt', grantType: 'authorization_code', issuedAt: 0, expiresAt: 0 },
   };

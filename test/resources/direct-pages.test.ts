@@ -22,6 +22,7 @@ function principal(role: string, id: string): TokenPrincipal {
     role,
     clientId: 'app',
     clientRegistrationId: 'app-registration',
+    clientRateLimit: null,
     scopes: new Set(['read:posts', 'read:comments']),
     token: { jti: 'j', format: 'jwt', grantType: 'authorization_code', issuedAt: 0, expiresAt: 0 },
   };

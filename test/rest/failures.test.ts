@@ -20,8 +20,14 @@ function expectNoLeak(res: Res) {
   for (const pattern of LEAKS) expect(res.body, String(pattern)).not.toMatch(pattern);
 }
 
+/** The answer, whole; a 503 tells the client when to retry. */
 function expectExactly(res: Res, status: number, body: unknown) {
-  expect({ status: res.statusCode, type: res.headers['content-type'], body: res.json() }).toEqual({ status, type: JSON_TYPE, body });
+  expect({ status: res.statusCode, type: res.headers['content-type'], retryAfter: res.headers['retry-after'], body: res.json() }).toEqual({
+    status,
+    type: JSON_TYPE,
+    retryAfter: status === 503 ? '2' : undefined,
+    body,
+  });
   expectNoLeak(res);
 }
 

@@ -47,7 +47,7 @@ describe.each(DATABASE_KINDS)('storage on %s', (kind) => {
       const client = await findClientByClientId(t.db.kysely, 'svc');
       expect(client).toEqual({
         ...row, firstParty: false, legacy: false, redirectUris: [], grantTypes: ['client_credentials'], scopes: ['read:posts'],
-        postLogoutRedirectUris: [], idTokenSignedResponseAlg: 'RS256', revocations: 0,
+        postLogoutRedirectUris: [], idTokenSignedResponseAlg: 'RS256', revocations: 0, rateLimit: null,
       });
       await t.db.kysely.updateTable('clients').set({ role: null }).where('id', '=', 'r1').execute();
       expect((await findClientByClientId(t.db.kysely, 'svc'))?.role).toBeNull();

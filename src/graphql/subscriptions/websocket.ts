@@ -17,7 +17,7 @@ import { checkDocumentLimits, LimitExceededError, parseWithinLimits } from '../.
 import { authenticate } from '../../pipeline/authenticate.js';
 import { runStages, type Stage } from '../../pipeline/pipeline.js';
 import { recordDecision } from '../../pipeline/record-decision.js';
-import { limit } from '../../pipeline/stages.js';
+import { chargeCaller, limit } from '../../pipeline/stages.js';
 import { ReadableCounts } from '../../resources/counts.js';
 import { ResourceLoaders } from '../../resources/loaders.js';
 import type { GraphqlContext } from '../context.js';
@@ -155,6 +155,8 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
           close(connection.socket, 4409, `Subscriber for ${id} already exists`);
           return [refusal('VALIDATION_FAILED', `Subscriber for ${id} already exists.`)];
         }
+        // A subscription's decisions are audited: while the audit log is full, none starts (app.ts).
+        if (deps.audit.full) return [refusal('UNAVAILABLE', 'The audit log cannot be written at the moment; retry.')];
         if (connection.ids.size >= MAX_SUBSCRIPTIONS_PER_CONNECTION) {
           return [refusal('QUERY_TOO_COMPLEX', `At most ${MAX_SUBSCRIPTIONS_PER_CONNECTION} subscriptions per connection.`)];
         }
@@ -167,7 +169,8 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
           await limit(connection.exchange, deps);
           const source = deps.trustedDocuments ? deps.trustedDocuments.resolve(payload.query, payload.extensions) : payload.query;
           const document = parseWithinLimits(source, deps.limits);
-          checkDocumentLimits(schema, document, payload.operationName, payload.variables, deps.limits);
+          const { cost } = checkDocumentLimits(schema, document, payload.operationName, payload.variables, deps.limits);
+          if (cost > 1) await chargeCaller(connection.exchange, deps, cost - 1);
           const operation = getOperationAST(document, payload.operationName);
           if (!operation) return [refusal('VALIDATION_FAILED', 'The document must name the operation to run (`operationName`).')];
           if (operation.operation !== 'subscription') return [refusal('VALIDATION_FAILED', 'Only subscriptions run over WebSocket; send queries and mutations with POST.')];

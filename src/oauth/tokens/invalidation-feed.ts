@@ -15,7 +15,16 @@ export interface InvalidationFeedOptions {
   batch?: number;
   clock?: () => number;
   onError?: (error: unknown) => void;
+  /**
+   * Tells the other servers to read the table now (Redis, or the cluster's primary). Called after a poll
+   * that found new events while this process had written some recently (`nudge`), so the changes a server
+   * makes reach the others in milliseconds; polling stays the guarantee when the message is lost.
+   */
+  announce?: () => void;
 }
+
+/** A write is read back this long after it was made: its transaction has usually committed by then. */
+const NUDGE_DELAY_MS = 20;
 
 export interface InvalidationTargets {
   apply(events: readonly Invalidation[]): void;
@@ -46,6 +55,12 @@ export class InvalidationFeed {
   #lastRead = 0;
   #timer: NodeJS.Timeout | null = null;
   #running: Promise<void> | null = null;
+  /** A poll was asked for while one ran: run another when it ends. */
+  #again = false;
+  /** New events are announced until this time (this process wrote an event shortly before). */
+  #announceUntil = 0;
+  readonly #announce: (() => void) | null;
+  readonly #soon = new Set<NodeJS.Timeout>();
 
   constructor(db: Kysely<Database>, targets: InvalidationTargets, options: InvalidationFeedOptions = {}) {
     this.#db = db;
@@ -55,6 +70,7 @@ export class InvalidationFeed {
     this.#batch = options.batch ?? 500;
     this.#clock = options.clock ?? Date.now;
     this.#onError = options.onError ?? (() => {});
+    this.#announce = options.announce ?? null;
   }
 
   /** Starts after the newest event: what happened before this server started is already in the database. */
@@ -62,10 +78,7 @@ export class InvalidationFeed {
     this.#settled = await latestInvalidationSeq(this.#db);
     this.#lastRead = this.#clock();
     this.#timer = setInterval(() => {
-      if (this.#running) return;
-      this.#running = this.poll()
-        .catch(this.#onError)
-        .finally(() => (this.#running = null));
+      if (!this.#running) this.#run();
     }, this.#intervalMs);
     this.#timer.unref();
   }
@@ -73,7 +86,44 @@ export class InvalidationFeed {
   async stop(): Promise<void> {
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = null;
+    for (const timer of this.#soon) clearTimeout(timer);
+    this.#soon.clear();
+    this.#again = false;
     await this.#running;
+  }
+
+  /** This process wrote an event: read it back shortly, and announce what is read for the settle time. */
+  nudge(): void {
+    this.#announceUntil = this.#clock() + this.#settleMs;
+    this.#pollIn(NUDGE_DELAY_MS);
+  }
+
+  /** Another server announced new events: read them now. */
+  pollNow(): void {
+    this.#pollIn(0);
+  }
+
+  #pollIn(delayMs: number): void {
+    if (!this.#timer || this.#soon.size > 0) return;
+    const timer = setTimeout(() => {
+      this.#soon.delete(timer);
+      if (this.#running) this.#again = true;
+      else this.#run();
+    }, delayMs);
+    timer.unref();
+    this.#soon.add(timer);
+  }
+
+  #run(): void {
+    this.#running = this.poll()
+      .catch(this.#onError)
+      .finally(() => {
+        this.#running = null;
+        if (this.#again && this.#timer) {
+          this.#again = false;
+          this.#run();
+        }
+      });
   }
 
   /** Reads and applies new events; exposed so that tests need not wait for the timer. */
@@ -101,7 +151,10 @@ export class InvalidationFeed {
       after = events[events.length - 1]!.seq;
     }
     this.#lastRead = now;
-    if (fresh.length > 0) this.#targets.apply(fresh);
+    if (fresh.length > 0) {
+      this.#targets.apply(fresh);
+      if (now < this.#announceUntil) this.#announce?.();
+    }
     this.#advance(now);
   }
 

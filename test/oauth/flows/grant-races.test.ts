@@ -209,6 +209,7 @@ describe.each(DATABASE_KINDS)('grants racing revocations on %s', (kind) => {
       role: 'admin',
       clientId: 'admin-console',
       clientRegistrationId: 'admin-console-registration',
+      clientRateLimit: null,
       scopes: new Set(['read:users', 'write:users']),
       token: { jti: newId(), format: 'jwt', grantType: 'authorization_code', issuedAt: 0, expiresAt: 0 },
     };

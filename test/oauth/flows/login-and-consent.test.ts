@@ -272,6 +272,7 @@ describe.each(DATABASE_KINDS)('login and consent pages on %s', (kind) => {
         try {
           const reply = await new Browser(t.oauth.app).get(authorizeUrl(web));
           expectErrorPage(reply, status, title, message, instruction);
+          expect(reply.headers['retry-after']).toBe(status === 503 ? '2' : undefined);
         } finally {
           spy.mockRestore();
         }

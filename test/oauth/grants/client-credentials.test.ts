@@ -14,6 +14,7 @@ const client: ClientRecord = {
   role: 'member',
   accessTokenFormat: 'jwt',
   accessTokenTtl: 600,
+  rateLimit: null,
   firstParty: false,
   legacy: false,
   postLogoutRedirectUris: [],

@@ -1,0 +1,195 @@
+/**
+ * `npm run bench:workers`: the server as operators run it (compiled, `node dist/src/main.js`) with
+ * WORKERS=1 and WORKERS=2, on SQLite and on PostgreSQL, for a read (`GET /v1/posts/{postId}`, JWT, policy,
+ * ETag, audit) and a write (`POST /v1/posts`). Reports requests/s, latency, non-2xx answers (a writer that
+ * failed on SQLite's lock would show here) and the CPU time per request of the whole process tree — the
+ * primary included — so that what node:cluster adds per request is visible. On a 2-core machine the load
+ * generator shares the cores with the workers: judge CPU per request, not requests per second.
+ */
+import autocannon from 'autocannon';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { cpuMillis } from './processes.js';
+
+const DURATION = Number(process.env.BENCH_DURATION ?? 5);
+const WARMUP = 2;
+const CONNECTIONS = 50;
+const POSTGRES_URL = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const CLIENT_SECRET = 'bench-admin-client-secret-0123456789abcdefghij';
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** The server and every process it started (the workers). */
+function processTree(pid: number): number[] {
+  const children = spawnSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean).map(Number);
+  return [pid, ...children.flatMap(processTree)];
+}
+
+function treeCpuMillis(pid: number): number {
+  return processTree(pid).reduce((sum, p) => {
+    try {
+      return sum + cpuMillis(p);
+    } catch {
+      return sum; // exited in between
+    }
+  }, 0);
+}
+
+interface Running {
+  child: ChildProcess;
+  base: string;
+  cleanup: () => Promise<void>;
+}
+
+async function start(workers: number, database: 'sqlite' | 'postgres'): Promise<Running> {
+  const port = await freePort();
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'portcullis-bench-workers-'));
+  let databaseUrl: string | null = null;
+  let dropDatabase = async () => {};
+  if (database === 'postgres') {
+    const name = `portcullis_bench_${process.pid}_${workers}_${Date.now()}`;
+    const admin = new pg.Client({ connectionString: POSTGRES_URL });
+    await admin.connect();
+    await admin.query(`create database ${name}`);
+    await admin.end();
+    const url = new URL(POSTGRES_URL);
+    url.pathname = `/${name}`;
+    databaseUrl = url.toString();
+    dropDatabase = async () => {
+      const c = new pg.Client({ connectionString: POSTGRES_URL });
+      await c.connect();
+      await c.query(`drop database if exists ${name} with (force)`);
+      await c.end();
+    };
+  }
+  const child = spawn(process.execPath, ['dist/src/main.js'], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: {
+      PATH: process.env.PATH,
+      NODE_ENV: 'production',
+      ISSUER: 'https://bench.invalid',
+      KEY_ENCRYPTION_SECRET: 'bench-key-encryption-secret-0123456789abcdef',
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      DATA_DIR: dataDir,
+      ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
+      WORKERS: String(workers),
+      LOG_LEVEL: 'warn',
+      RATE_LIMIT_MAX: '1000000',
+      RATE_LIMIT_ADDRESS_MAX: '1000000',
+      RATE_LIMIT_ANONYMOUS_MAX: '1000000',
+      RATE_LIMIT_WINDOW: '1',
+      MAX_CONNECTIONS_PER_ADDRESS: '0',
+      BOOTSTRAP_CLIENT_ID: 'bench-admin',
+      BOOTSTRAP_CLIENT_SECRET: CLIENT_SECRET,
+    },
+  });
+  const base = `http://127.0.0.1:${port}`;
+  for (let attempt = 0; ; attempt++) {
+    if (attempt > 200) throw new Error('the server did not start');
+    if (child.exitCode !== null) throw new Error(`the server exited with ${child.exitCode}`);
+    const live = await fetch(`${base}/healthz`).then((res) => res.ok, () => false);
+    if (live) break;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  // Every worker listening (a few more requests land on each).
+  await new Promise((resolve) => setTimeout(resolve, workers > 1 ? 2000 : 200));
+  return {
+    child,
+    base,
+    cleanup: async () => {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      await exited;
+      await dropDatabase();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function token(base: string): Promise<string> {
+  const res = await fetch(`${base}/oauth/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`bench-admin:${CLIENT_SECRET}`).toString('base64')}` },
+    body: new URLSearchParams({ grant_type: 'client_credentials', scope: 'read:posts write:posts' }),
+  });
+  return ((await res.json()) as { access_token: string }).access_token;
+}
+
+interface Row {
+  scenario: string;
+  requestsPerSecond: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+  cpuMicrosPerRequest: number;
+}
+
+async function measure(scenario: string, server: Running, options: autocannon.Options): Promise<Row> {
+  await autocannon({ ...options, connections: CONNECTIONS, duration: WARMUP });
+  const before = treeCpuMillis(server.child.pid!);
+  const result = await autocannon({ ...options, connections: CONNECTIONS, duration: DURATION });
+  const after = treeCpuMillis(server.child.pid!);
+  const requests = result.requests.total;
+  return {
+    scenario,
+    requestsPerSecond: Math.round(requests / DURATION),
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    non2xx: result.non2xx + result.errors + result.timeouts,
+    cpuMicrosPerRequest: Math.round(((after - before) * 1000) / Math.max(1, requests)),
+  };
+}
+
+const rows: Row[] = [];
+const databases = (process.env.BENCH_DATABASES ?? 'sqlite,postgres').split(',') as ('sqlite' | 'postgres')[];
+for (const database of databases) {
+  for (const workers of [1, 2]) {
+    const server = await start(workers, database);
+    try {
+      const bearer = await token(server.base);
+      const headers = { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' };
+      const created = await fetch(`${server.base}/v1/posts`, { method: 'POST', headers, body: JSON.stringify({ title: 'Bench', body: 'text', status: 'published' }) });
+      const { id } = (await created.json()) as { id: string };
+      const label = `${database}, WORKERS=${workers}`;
+      rows.push(await measure(`${label}: GET /v1/posts/{postId}`, server, { url: `${server.base}/v1/posts/${id}`, headers }));
+      rows.push(
+        await measure(`${label}: POST /v1/posts`, server, {
+          url: `${server.base}/v1/posts`,
+          method: 'POST',
+          headers,
+          body: JSON.stringify({ title: 'Written under load', body: 'text', status: 'draft' }),
+        }),
+      );
+    } finally {
+      await server.cleanup();
+    }
+  }
+}
+
+console.log(`${os.cpus()[0]?.model ?? 'unknown CPU'}, ${os.cpus().length} cores, Node ${process.version}, unpinned (the workers and the load generator share the cores)`);
+console.log(`${CONNECTIONS} connections, ${WARMUP} s warm-up, ${DURATION} s measured; CPU time of the primary and every worker\n`);
+console.log('| scenario | req/s | p50 ms | p99 ms | non-2xx | CPU µs/req |');
+console.log('|---|---|---|---|---|---|');
+for (const row of rows) console.log(`| ${row.scenario} | ${row.requestsPerSecond} | ${row.p50} | ${row.p99} | ${row.non2xx} | ${row.cpuMicrosPerRequest} |`);
+console.log('\nCPU per request, WORKERS=2 against WORKERS=1:');
+for (const database of databases) {
+  for (const kind of ['GET /v1/posts/{postId}', 'POST /v1/posts']) {
+    const one = rows.find((row) => row.scenario === `${database}, WORKERS=1: ${kind}`)!;
+    const two = rows.find((row) => row.scenario === `${database}, WORKERS=2: ${kind}`)!;
+    console.log(`- ${database}, ${kind}: ${(two.cpuMicrosPerRequest / one.cpuMicrosPerRequest).toFixed(2)}x`);
+  }
+}
