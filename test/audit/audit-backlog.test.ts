@@ -111,6 +111,7 @@ describe('audit log after a write whose commit was never confirmed', () => {
       ...t.db,
       sqlite: {
         prepare: handle.prepare,
+        backup: handle.backup,
         get inTransaction() {
           return handle.inTransaction;
         },
