@@ -370,8 +370,8 @@ describe.each(DATABASE_KINDS)('authentication (pipeline step 2) on %s', (kind) =
       await kysely.updateTable('users').set({ active: false }).where('id', '=', member.id).execute();
       directory.forget(member.id); // what the deactivation does
       release();
-      expect(await inFlight).toEqual({ id: member.id, role: 'member', active: true, scopes: null, revocations: null }); // that request began before the change
-      expect(await directory.lookup('user', member.id)).toEqual({ id: member.id, role: 'member', active: false, scopes: null, revocations: null });
+      expect(await inFlight).toEqual({ id: member.id, role: 'member', active: true, scopes: null, revocations: null, rateLimit: null }); // that request began before the change
+      expect(await directory.lookup('user', member.id)).toEqual({ id: member.id, role: 'member', active: false, scopes: null, revocations: null, rateLimit: null });
     });
 
     it('a deleted client’s client-credentials tokens stop working, and it can get no new ones', async () => {

@@ -65,7 +65,7 @@ async function noticesReceived(instance: Instance): Promise<number> {
   return line ? Number(line.split(' ').at(-1)) : 0;
 }
 
-describe.skipIf(!POSTGRES || !REDIS_AVAILABLE)('two instances on one PostgreSQL and one Redis', () => {
+describe.skipIf(!POSTGRES || !REDIS_AVAILABLE)('two instances on one PostgreSQL and one Redis', { timeout: 60_000 }, () => {
   let database: TestDatabase;
   let redis: PrivateRedis;
   let a: Instance;

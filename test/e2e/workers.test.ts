@@ -57,6 +57,9 @@ afterEach(async () => {
   for (const client of sockets.splice(0)) await client.dispose();
 });
 
+/** Starting a cluster and its first worker's preparation of an empty database take seconds on a busy machine. */
+const CLUSTER_TEST_TIMEOUT = 90_000;
+
 describe.each(DATABASE_KINDS)('WORKERS=2 on %s', (kind) => {
   async function setUp(env: Record<string, string> = {}) {
     const database: CliDatabase = await openCliDatabase(kind);
@@ -116,7 +119,7 @@ describe.each(DATABASE_KINDS)('WORKERS=2 on %s', (kind) => {
     } finally {
       await t.close();
     }
-  });
+  }, CLUSTER_TEST_TIMEOUT);
 
   it("shares one rate-limit budget, relays events and revocations between the workers, and sums their metrics", async () => {
     const t = await setUp();
@@ -180,7 +183,7 @@ describe.each(DATABASE_KINDS)('WORKERS=2 on %s', (kind) => {
     } finally {
       await t.close();
     }
-  });
+  }, CLUSTER_TEST_TIMEOUT);
 
   it('stops at once with the worker\'s one-line reason when the port is taken', async () => {
     const t = await openCliDatabase(kind);
@@ -195,5 +198,5 @@ describe.each(DATABASE_KINDS)('WORKERS=2 on %s', (kind) => {
     } finally {
       await t.close();
     }
-  });
+  }, CLUSTER_TEST_TIMEOUT);
 });

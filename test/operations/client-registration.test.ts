@@ -151,6 +151,7 @@ describe.each(DATABASE_KINDS)('client registration rules on %s', (kind) => {
           role: null,
           accessTokenFormat: 'jwt',
           accessTokenTtl: 600,
+          rateLimit: null,
           idTokenSignedResponseAlg: 'RS256',
           firstParty: false,
           legacy: false,
@@ -192,6 +193,7 @@ describe.each(DATABASE_KINDS)('client registration rules on %s', (kind) => {
         role: null,
         accessTokenFormat: 'jwt',
         accessTokenTtl: 600,
+        rateLimit: null,
         idTokenSignedResponseAlg: 'RS256',
         firstParty: false,
         legacy: false,
@@ -310,7 +312,7 @@ describe.each(DATABASE_KINDS)('client registration rules on %s', (kind) => {
     it('stores and returns post-logout redirect URIs and the ID token algorithm; what it leaves out takes its default', async () => {
       const { id, clientId, createdAt } = await createSpa();
       const changed = { ...SPA, ...REPLACE_DEFAULTS, postLogoutRedirectUris: ['https://spa.example.com/bye'], idTokenSignedResponseAlg: 'ES256' };
-      const view = { id, clientId, createdAt, ...changed, role: null };
+      const view = { id, clientId, createdAt, ...changed, role: null, rateLimit: null };
       const put = await replace(id, changed);
       expect({ status: put.statusCode, body: put.json() }).toEqual({ status: 200, body: view });
       expectPrivateJson(await t.request({ url: `/v1/clients/${id}`, token: admin }), view);
