@@ -75,6 +75,17 @@ const MAX_TRACED_REQUESTS = 10_000;
 /** The probes: they record no audit event, so they are answered while the audit log is full. */
 const UNAUDITED_PATHS: ReadonlySet<string> = new Set(['/healthz', '/readyz']);
 
+/** How long /readyz waits for the database's answer before it answers 503. */
+const READY_PROBE_TIMEOUT_MS = 2000;
+
+function withTimeout<T>(pending: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([pending, timeout]).finally(() => clearTimeout(timer));
+}
+
 /** How long in-flight requests get to finish on shutdown before their connections are closed. */
 export const SHUTDOWN_DRAIN_MS = 15_000;
 
@@ -418,7 +429,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   fastify.get('/healthz', async (_request, reply) => reply.header('cache-control', 'no-store').send({ status: 'ok' }));
   fastify.get('/readyz', async (_request, reply) => {
     try {
-      await db.ping();
+      // A database that stopped answering (frozen, cut off by the network) is not ready either: the load
+      // balancer's probe gets its 503 in time instead of waiting on it.
+      await withTimeout(db.ping(), READY_PROBE_TIMEOUT_MS);
     } catch {
       return sendRestError(reply, new ApiError('UNAVAILABLE', 'The database is not reachable.'));
     }

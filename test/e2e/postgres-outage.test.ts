@@ -238,3 +238,37 @@ describeOutage('PostgreSQL stopped under load', () => {
     expect(JSON.parse(verify.stdout)).toMatchObject({ ok: true });
   });
 });
+
+describeOutage('PostgreSQL that stops answering', () => {
+  let postgres: PrivatePostgres;
+
+  beforeAll(async () => {
+    postgres = await startPrivatePostgres();
+  });
+
+  afterAll(async () => {
+    await postgres?.destroy();
+  });
+
+  it('fails /readyz within its probe time while the database is frozen, and passes again once it answers', async () => {
+    const server = await startServer({ DATABASE_URL: postgres.url });
+    await waitUntilLive(server);
+    const ready = async () => {
+      const started = Date.now();
+      const res = await fetch(`${server.base}/readyz`);
+      return { status: res.status, retryAfter: res.headers.get('retry-after'), body: await res.json(), ms: Date.now() - started };
+    };
+    expect(await ready()).toMatchObject({ status: 200, body: { status: 'ready' } });
+    postgres.freeze();
+    try {
+      const frozen = await ready();
+      expect(frozen).toMatchObject({ status: 503, retryAfter: expect.stringMatching(/^\d+$/), body: { error: { code: 'UNAVAILABLE', message: 'The database is not reachable.' } } });
+      // Two seconds of waiting for the database, not the probe's own timeout.
+      expect(frozen.ms).toBeLessThan(3500);
+      expect(server.child.exitCode).toBeNull();
+    } finally {
+      postgres.thaw();
+    }
+    await expect.poll(async () => (await ready()).status, { timeout: 10_000, interval: 200 }).toBe(200);
+  }, 60_000);
+});

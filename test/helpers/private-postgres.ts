@@ -54,8 +54,19 @@ export interface PrivatePostgres {
   stop(mode: 'fast' | 'immediate'): Promise<void>;
   /** Starts the stopped cluster again on the same port, and waits until it accepts connections. */
   start(): Promise<void>;
+  /** Stops every process of the running cluster (SIGSTOP) without closing a connection: a frozen server. */
+  freeze(): void;
+  /** Lets a frozen cluster run on (SIGCONT). */
+  thaw(): void;
   /** Stops the cluster (whatever its state) and removes its directory. */
   destroy(): Promise<void>;
+}
+
+/** The postmaster (first line of postmaster.pid) and every process it started. */
+function clusterProcesses(data: string): number[] {
+  const postmaster = Number(fs.readFileSync(path.join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  const children = execFileSync('pgrep', ['-P', String(postmaster)], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number);
+  return [postmaster, ...children];
 }
 
 /** A fresh cluster, started; trust authentication for the loopback address only. */
@@ -80,6 +91,9 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
   const start = async () => {
     await tool('pg_ctl', ['-D', data, '-l', log, '-o', options, '-w', '-t', '20', 'start']);
   };
+  const thaw = () => {
+    for (const pid of clusterProcesses(data)) process.kill(pid, 'SIGCONT');
+  };
   let running = false;
   await start();
   running = true;
@@ -93,7 +107,12 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
       await start();
       running = true;
     },
+    freeze() {
+      for (const pid of clusterProcesses(data)) process.kill(pid, 'SIGSTOP');
+    },
+    thaw,
     async destroy() {
+      if (running) thaw();
       if (running) await tool('pg_ctl', ['-D', data, '-m', 'immediate', '-w', '-t', '20', 'stop']).catch(() => {});
       running = false;
       fs.rmSync(root, { recursive: true, force: true });
