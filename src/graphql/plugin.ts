@@ -21,6 +21,7 @@ import type { GraphqlDeps } from './graphql-deps.js';
 import type { GraphqlExchange } from './graphql-exchange.js';
 import { deprecatedFieldsOf } from './deprecated-fields.js';
 import { resolvers } from './resolvers.js';
+import { CompiledQueries } from './compiled-queries.js';
 import { subscriptionHandler } from './subscriptions/websocket.js';
 import { PersistedQueryNotFoundError } from './trusted-documents.js';
 import { fieldError, requestError, type GraphqlErrorBody } from './errors.js';
@@ -75,19 +76,19 @@ export async function registerGraphql(app: FastifyInstance, pluginDeps: GraphqlP
 
   await app.register(async (scope) => {
     const { Subscription, ...executed } = resolvers;
+    // Mercurius builds the executable schema from the SDL and the resolvers; this adapter serves it: its
+    // routes are off, documents are parsed, limited, validated and cached here, and queries run compiled by
+    // graphql-jit, Mercurius' own compiler (compiled-queries.ts).
     await scope.register(mercurius, {
       schema: pluginDeps.sdl,
       resolvers: executed as never,
       routes: false,
       graphiql: false,
       allowBatchedQueries: false,
-      // A document is compiled (graphql-jit) once it has run once.
-      jit: 1,
-      // The errors stay GraphQLErrors, their causes attached: this adapter renders them (fieldError).
-      errorFormatter: (execution) => ({ statusCode: 200, response: execution }),
     });
     const schema = scope.graphql.schema;
     const documents = new DocumentCache();
+    const queries = new CompiledQueries(schema);
     const prepared = new WeakMap<DocumentNode, Map<string, PreparedOperation>>();
     const validations = new WeakMap<DocumentNode, readonly GraphQLError[]>();
     /** The document's validation errors (none: valid), worked out once per parsed document. */
@@ -168,23 +169,15 @@ export async function registerGraphql(app: FastifyInstance, pluginDeps: GraphqlP
         exchange: ex,
         deps,
       };
-      let execution: { data?: unknown; errors?: readonly GraphQLError[] };
-      if (operation.operation === 'mutation') {
-        // Mutations run on graphql-js, never compiled: graphql-jit's serial execution runs the mutations
-        // after a failed one and, when a later one's argument does not coerce, never settles the request.
-        // They are few and each does a write; queries are where compiling pays.
-        const invalid = validated(document);
-        if (invalid.length > 0) throw new GraphqlRequestError(invalid.map((e) => requestError(e)));
-        execution = await execute({ schema, document, contextValue: context, variableValues: params.variables, operationName: params.operationName });
-      } else {
-        try {
-          execution = await scope.graphql(source, context as never, params.variables ?? undefined, params.operationName ?? undefined);
-        } catch (error) {
-          const errors = (error as { errors?: unknown }).errors;
-          if (Array.isArray(errors)) throw new GraphqlRequestError(errors.map((e) => requestError(e)));
-          throw error;
-        }
-      }
+      const invalid = validated(document);
+      if (invalid.length > 0) throw new GraphqlRequestError(invalid.map((e) => requestError(e)));
+      // Mutations run on graphql-js, never compiled: graphql-jit's serial execution runs the mutations after
+      // a failed one and, when a later one's argument does not coerce, never settles the request. They are
+      // few and each does a write; queries are where compiling pays.
+      const execution =
+        operation.operation === 'mutation'
+          ? await execute({ schema, document, contextValue: context, variableValues: params.variables, operationName: params.operationName })
+          : await queries.run(document, params.operationName, params.variables, context);
       const errors = execution.errors?.map((e) => fieldError(e, log)) ?? [];
       // Nothing executed (the variables did not coerce, found by a compiled document): a request error.
       if (execution.data == null && errors.length > 0 && errors.every((error) => error.path === undefined)) throw new GraphqlRequestError(errors);
