@@ -137,11 +137,12 @@ export async function registerGraphql(app: FastifyInstance, pluginDeps: GraphqlP
         if (Array.isArray(body)) {
           checkBatchSize(body.length, deps.limits);
           const results = [];
-          for (const item of body) results.push((await runOne(item, ex, request.log)).result);
+          // Each operation weighs its own cost; the rate-limit stage's point stands for part of the first's.
+          for (const [i, item] of body.entries()) results.push((await runOne(item, ex, request.log, i === 0 ? 1 : 0)).result);
           return send(reply, type, ex, 200, results);
         }
         checkBatchSize(1, deps.limits);
-        const { status, result } = await runOne(body, ex, request.log);
+        const { status, result } = await runOne(body, ex, request.log, 1);
         return send(reply, type, ex, status, result);
       } catch (error) {
         if (ex.decision) recordDecision(ex, deps.audit);
@@ -149,15 +150,18 @@ export async function registerGraphql(app: FastifyInstance, pluginDeps: GraphqlP
       }
     });
 
-    /** One operation of the request; a whole-request refusal throws, an executed one returns its status. */
-    async function runOne(body: unknown, ex: GraphqlExchange, log: FastifyRequest['log']): Promise<{ status: number; result: ExecutionBody }> {
+    /**
+     * One operation of the request; a whole-request refusal throws, an executed one returns its status.
+     * `charged`: the points of its cost already taken from the caller's budgets (by the rate-limit stage).
+     */
+    async function runOne(body: unknown, ex: GraphqlExchange, log: FastifyRequest['log'], charged: number): Promise<{ status: number; result: ExecutionBody }> {
       const params = readParams(body);
       const source = deps.trustedDocuments ? deps.trustedDocuments.resolve(params.query, params.extensions) : params.query;
       if (typeof source !== 'string') throw new ApiError('VALIDATION_FAILED', 'The body needs `query`, a string.');
       const document = documents.parse(source, deps.limits);
       const { operation, fields, cost } = prepareOperation(document, params);
-      // The rate-limit stage took one point; the request weighs its cost.
-      if (cost > 1) await chargeCaller(ex, deps, cost - 1);
+      // The operation weighs its cost against the caller's budgets, before anything of it runs.
+      if (cost > charged) await chargeCaller(ex, deps, cost - charged);
       if (fields.introspection) decideRequest(ex, introspectionAccess, `${rootTypeName(operation)}.__schema`);
       refuseAnonymous(ex, operation, fields.names);
 

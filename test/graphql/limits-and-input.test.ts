@@ -248,3 +248,25 @@ describe('a GraphQL request weighs its cost against the rate limit', () => {
     expect(Number(last.headers['retry-after'])).toBeGreaterThan(0);
   });
 });
+
+describe('a batched GraphQL request weighs the cost of each of its operations', () => {
+  let t: TestApp;
+  afterAll(() => t?.close());
+
+  it('takes the full cost of every operation of a batch, so a batch costs what its operations sent one by one cost', async () => {
+    t = await startTestApp('sqlite', { RATE_LIMIT_MAX: '1000', RATE_LIMIT_ANONYMOUS_MAX: '1000000', RATE_LIMIT_ADDRESS_MAX: '1000000', GRAPHQL_MAX_BATCH: '10' });
+    const token = await (await t.createUser('member')).token();
+    const remaining = (res: Res) => Number(/r=(\d+)/.exec(String(res.headers.ratelimit))![1]);
+    const single = await post(t, { query: '{ me { id } }' }, token);
+    expect(single.statusCode).toBe(200);
+    const one = 1000 - remaining(single);
+    expect(one).toBe(2);
+    const batch = await post(t, Array.from({ length: 10 }, () => ({ query: '{ me { id } }' })), token);
+    expect(batch.statusCode, batch.body).toBe(200);
+    expect(batch.json()).toHaveLength(10);
+    expect(remaining(single) - remaining(batch)).toBe(10 * one);
+    // Operations that cost one point each are not free inside a batch.
+    const typenames = await post(t, Array.from({ length: 10 }, () => ({ query: '{ __typename }' })), token);
+    expect(remaining(batch) - remaining(typenames)).toBe(10);
+  });
+});
