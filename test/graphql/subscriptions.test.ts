@@ -287,3 +287,44 @@ describe.each(DATABASE_KINDS)('GraphQL subscriptions over WebSocket (graphql-ws)
     });
   });
 });
+
+describe('a subscription weighs its cost against the rate limit for every event it delivers', () => {
+  let t: TestApp;
+  let client: Client | undefined;
+  afterAll(async () => {
+    await client?.dispose();
+    await t?.close();
+  });
+
+  it('delivers events while the caller has budget, then ends the subscription with RATE_LIMITED', async () => {
+    t = await startTestApp('sqlite', { RATE_LIMIT_MAX: '20', RATE_LIMIT_ANONYMOUS_MAX: '1000000', RATE_LIMIT_ADDRESS_MAX: '1000000' });
+    const address = await t.app.fastify.listen({ host: '127.0.0.1', port: 0 });
+    const reader = await t.createUser('member');
+    const results: unknown[] = [];
+    let completed = false;
+    client = createClient({
+      url: `${address.replace('http', 'ws')}/graphql`,
+      webSocketImpl: WebSocket,
+      connectionParams: { authorization: `Bearer ${await reader.token()}` },
+      lazy: false,
+      retryAttempts: 0,
+      onNonLazyError: () => {},
+    });
+    client.subscribe(
+      { query: 'subscription { postPublished { id title status } }' },
+      { next: (result) => results.push(result), error: (error) => results.push({ ended: error }), complete: () => (completed = true) },
+    );
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const now = new Date().toISOString();
+    // Events published by someone else (straight onto this instance's bus): only the subscriber's budget is spent.
+    for (let i = 0; i < 20 && !completed; i++) {
+      t.app.events.publish('postPublished', { id: `p${i}`, authorId: reader.id, title: `t${i}`, body: 'b', status: 'published', createdAt: now, updatedAt: now });
+      await new Promise((resolve) => setTimeout(resolve, 30));
+    }
+    await expect.poll(() => completed, { timeout: 2000, interval: 20 }).toBe(true);
+    // 20 points: 1 for the connection, 4 for the subscription (1 + its three fields), 4 per event delivered.
+    const delivered = results.slice(0, -1);
+    expect(delivered).toEqual([0, 1, 2].map((i) => ({ data: { postPublished: { id: `p${i}`, title: `t${i}`, status: 'published' } } })));
+    expect(results.at(-1)).toEqual({ errors: [{ message: expect.stringMatching(/^Too many requests; retry in \d+ s\.$/), extensions: { code: 'RATE_LIMITED' } }] });
+  });
+});

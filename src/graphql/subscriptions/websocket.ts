@@ -76,6 +76,8 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
   const { schema, deps } = options;
   const connections = new Map<WebSocket, Connection>();
   const connectionOf = new WeakMap<GraphqlContext, Connection>();
+  /** A subscription's cost, by the context it began with: every event it delivers weighs it again. */
+  const costOf = new WeakMap<GraphqlContext, number>();
 
   /**
    * A context for the connection's caller as of now (a role lowered since the subscription began is the
@@ -177,7 +179,9 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
           const invalid = validate(schema, document, specifiedRules);
           if (invalid.length > 0) return invalid.map((error) => refusal('VALIDATION_FAILED', withoutSuggestions(error.message)));
           admitted = true;
-          return { schema, document, operationName: payload.operationName, variableValues: payload.variables, contextValue: contextOf(connection) };
+          const contextValue = contextOf(connection);
+          costOf.set(contextValue, cost);
+          return { schema, document, operationName: payload.operationName, variableValues: payload.variables, contextValue };
         } catch (error) {
           if (error instanceof LimitExceededError || error instanceof PersistedQueryNotFoundError) return [refusal(error.code, error.message)];
           if (error instanceof ApiError) return [refusal(error.code, error.message)];
@@ -190,7 +194,11 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
       async subscribe(args) {
         const connection = connectionOf.get(args.contextValue as GraphqlContext);
         if (!connection) throw new Error('A subscription without its connection');
-        const result = await subscribeEvents(args, () => contextOf(connection), (stream) => connection.streams.delete(stream));
+        // Each event runs the whole document again: it weighs the subscription's cost against the caller's
+        // budgets, and a subscription whose caller has spent them ends with RATE_LIMITED.
+        const cost = costOf.get(args.contextValue as GraphqlContext) ?? 1;
+        const charge = () => chargeCaller(connection.exchange, deps, cost);
+        const result = await subscribeEvents(args, () => contextOf(connection), charge, (stream) => connection.streams.delete(stream));
         if (!(Symbol.asyncIterator in result)) return result;
         // A socket closed meanwhile has nobody to deliver to.
         if (!connections.has(connection.socket)) await result.return();
@@ -231,16 +239,31 @@ type EventResults = AsyncIterableIterator<ExecutionResult> & { return(): Promise
  * not the one the subscription began with, so that every field of every event is decided for the
  * subscriber as they are when it happens. `ended` is told when the stream ends, however it ends.
  */
-async function subscribeEvents(args: ExecutionArgs, fresh: () => GraphqlContext, ended: (results: EventResults) => void): Promise<EventResults | ExecutionResult> {
+async function subscribeEvents(
+  args: ExecutionArgs,
+  fresh: () => GraphqlContext,
+  charge: () => Promise<void>,
+  ended: (results: EventResults) => void,
+): Promise<EventResults | ExecutionResult> {
   const stream = await createSourceEventStream(args);
   if (!(Symbol.asyncIterator in stream)) return stream;
   const events = stream as AsyncIterableIterator<unknown>;
+  let refused = false;
   const results: EventResults = {
     async next() {
-      const step = await events.next();
+      const step = refused ? { done: true as const, value: undefined } : await events.next();
       if (step.done) {
         ended(results);
+        if (refused) await events.return?.();
         return { done: true, value: undefined };
+      }
+      try {
+        await charge();
+      } catch (error) {
+        if (!(error instanceof ApiError) || error.code !== 'RATE_LIMITED') throw error;
+        // This event is not delivered; the subscription ends after saying why.
+        refused = true;
+        return { done: false, value: { errors: [new GraphQLError(error.message, { originalError: error })] } };
       }
       return { done: false, value: await execute({ ...args, rootValue: step.value, contextValue: fresh() }) };
     },
