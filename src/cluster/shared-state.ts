@@ -4,6 +4,7 @@ import type { Config } from '../config/config.js';
 import { InProcessEventBus } from '../events/event-bus.js';
 import type { Fanout } from '../events/fanout.js';
 import { SharedEventBus } from '../events/shared-event-bus.js';
+import { SignedFanout } from '../events/signed-fanout.js';
 import { clusterStore, inProcessStore, redisStore, type LimiterStore } from '../limits/rate-limit.js';
 import type { InvalidationFeed } from '../oauth/tokens/invalidation-feed.js';
 import { RedisLink, type RedisLogger } from '../redis/redis-link.js';
@@ -31,13 +32,24 @@ export interface SharedState {
  * keeps them to itself. The database remains the source of truth for invalidation in every case.
  */
 export function shareAcrossProcesses(
-  config: Pick<Config, 'redisUrl'>,
+  config: Pick<Config, 'redisUrl' | 'keyEncryptionSecret' | 'previousKeyEncryptionSecret'>,
   logger: RedisLogger,
   /** Told of each invalidation notice sent or received (metrics). */
   onNotice: (direction: 'sent' | 'received') => void = () => {},
 ): SharedState {
   const redis = config.redisUrl ? new RedisLink(config.redisUrl, logger) : null;
-  const fanout: Fanout | null = redis ?? (cluster.isWorker ? new ClusterFanout() : null);
+  // Redis may be reachable by others than the instances: what they send each other there is signed.
+  let lastRefusalLogged = 0;
+  const fanout: Fanout | null = redis
+    ? new SignedFanout(redis, config.keyEncryptionSecret, config.previousKeyEncryptionSecret, (channel) => {
+        // At most one line a minute, however many are sent.
+        if (Date.now() - lastRefusalLogged < 60_000) return;
+        lastRefusalLogged = Date.now();
+        logger.warn({ channel }, 'redis.message_refused: not signed by an instance of this deployment');
+      })
+    : cluster.isWorker
+      ? new ClusterFanout()
+      : null;
   const limiterStore = redis ? redisStore(redis.commands) : cluster.isWorker ? clusterStore : inProcessStore;
   const close = async () => redis?.close();
   if (!fanout) {
