@@ -1,4 +1,5 @@
 import { createHmac, hkdfSync } from 'node:crypto';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Kysely } from 'kysely';
 import { ApiError } from '../errors/registry.js';
 import type { TokenPrincipal } from '../policy/principal.js';
@@ -11,7 +12,25 @@ import type { Database } from '../storage/schema.js';
 import type { HandlerResponse } from './representation.js';
 import type { RestExchange } from './rest-exchange.js';
 
-const RETENTION_MS = 24 * 3600 * 1000;
+/** How long a completed key replays its response, counted from its claim. */
+export const RETENTION_MS = 24 * 3600 * 1000;
+/**
+ * How long a claimed key whose response was never stored (status 0) holds: after it, the key is free and a
+ * retry runs the operation again. Far longer than a request runs once it has arrived (the claim is made
+ * after the body is read, so REQUEST_TIMEOUT_SECONDS does not count): each statement waits at most 5 s for
+ * a pooled connection or SQLite's write lock, and shutdown closes requests still running after
+ * SHUTDOWN_DRAIN_MS (15 s). So a key still pending after it is one whose first request ended without its
+ * outcome being recorded (the completion below failed every attempt, or the process died). Freeing it is
+ * the trade-off that spares the client a day of 409s: that is the one case where a retry can repeat the
+ * operation. (A PostgreSQL that stops answering mid-statement can hold a request longer; such a request's
+ * late completion is refused, see completeIdempotencyKey, but what it created stays.)
+ */
+export const PENDING_MS = 2 * 60 * 1000;
+/**
+ * Waits before the second and third attempts to store the response: 250 ms in all, to ride out a brief
+ * outage (each attempt may itself wait up to 5 s for a pooled connection on PostgreSQL).
+ */
+const COMPLETION_BACKOFF_MS = [50, 200];
 // Expired keys are replaced when reused and removed by the maintenance job (src/maintenance/).
 
 /** The body as it may be kept for a replay: a secret shown once (a client secret) is left out. */
@@ -35,8 +54,9 @@ export function idempotencyHashKey(keyEncryptionSecret: string): Buffer {
 /**
  * `Idempotency-Key` on POST (draft-ietf-httpapi-idempotency-key-header): the same key and body replay the
  * first response; the same key with another body is 422; a key still in flight is 409. Keys are scoped to
- * the client and the subject and kept for 24 hours. Failed first attempts release the key. A response's
- * secrets are never stored: its replay answers without them.
+ * the client and the subject and kept for 24 hours. Failed first attempts release the key; a first attempt
+ * whose response cannot be stored leaves the key pending for PENDING_MS. A response's secrets are never
+ * stored: its replay answers without them.
  */
 export function runIdempotent(
   db: Kysely<Database>,
@@ -63,12 +83,13 @@ async function runWithKey(
   const scope = `${principal.clientRegistrationId} ${principal.id}`;
   const requestHash = createHmac('sha256', hashKey).update(`${ex.route.operationId}\n${ex.path}\n${JSON.stringify(ex.body ?? null)}`).digest('hex');
   const now = Date.now();
+  const claimedAt = new Date(now).toISOString();
   const existing = await claimIdempotencyKey(db, {
     scope,
     key,
     requestHash,
-    createdAt: new Date(now).toISOString(),
-    expiresAt: new Date(now + RETENTION_MS).toISOString(),
+    createdAt: claimedAt,
+    expiresAt: new Date(now + PENDING_MS).toISOString(),
   });
   if (existing) {
     if (existing.requestHash !== requestHash) throw new ApiError('IDEMPOTENCY_KEY_REUSED');
@@ -84,13 +105,38 @@ async function runWithKey(
   try {
     response = await run();
   } catch (error) {
-    await releaseIdempotencyKey(db, scope, key);
+    await releaseIdempotencyKey(db, scope, key, claimedAt);
     throw error;
   }
-  await completeIdempotencyKey(db, scope, key, {
+  await completeWithRetries(db, scope, key, claimedAt, {
     status: response.status,
     location: response.headers?.location ?? null,
     body: response.body === undefined ? null : JSON.stringify(withoutSecrets(response)),
+    expiresAt: new Date(now + RETENTION_MS).toISOString(),
   });
   return { ...response, replayed: false };
+}
+
+/**
+ * The operation has committed: storing its response is what makes a retry a replay, so a failure (the
+ * database briefly unreachable, no pooled connection in time) is tried again before the request gives up.
+ * If every attempt fails the client gets that error and the key stays pending until PENDING_MS is over.
+ */
+async function completeWithRetries(
+  db: Kysely<Database>,
+  scope: string,
+  key: string,
+  claimedAt: string,
+  response: Parameters<typeof completeIdempotencyKey>[4],
+): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await completeIdempotencyKey(db, scope, key, claimedAt, response);
+      return;
+    } catch (error) {
+      const wait = COMPLETION_BACKOFF_MS[attempt];
+      if (wait === undefined) throw error;
+      await delay(wait);
+    }
+  }
 }

@@ -6,7 +6,7 @@ export type IdempotencyRecord = IdempotencyKeysTable;
 
 /**
  * Claims a key for a first request. Returns null when this caller won the claim, or the existing record
- * (in flight or completed) when the key was already used. Expired records are replaced.
+ * (in flight or completed) when the key was already used. Expired records, pending or completed, are replaced.
  */
 export async function claimIdempotencyKey(
   db: Kysely<Database>,
@@ -34,18 +34,36 @@ export async function claimIdempotencyKey(
   throw new Error('idempotency key claim did not settle');
 }
 
+/**
+ * Stores the first request's response and how long it is kept. Only the claim made at `claimedAt` and
+ * still pending is completed: once a pending claim has expired, a retry may have replaced it with its own.
+ */
 export async function completeIdempotencyKey(
   db: Kysely<Database>,
   scope: string,
   key: string,
-  response: { status: number; location: string | null; body: string | null },
+  claimedAt: string,
+  response: { status: number; location: string | null; body: string | null; expiresAt: string },
 ): Promise<void> {
-  await db.updateTable('idempotencyKeys').set(response).where('scope', '=', scope).where('key', '=', key).execute();
+  await db
+    .updateTable('idempotencyKeys')
+    .set(response)
+    .where('scope', '=', scope)
+    .where('key', '=', key)
+    .where('createdAt', '=', claimedAt)
+    .where('status', '=', 0)
+    .execute();
 }
 
-/** The first request failed: free the key so that a retry runs for real. */
-export async function releaseIdempotencyKey(db: Kysely<Database>, scope: string, key: string): Promise<void> {
-  await db.deleteFrom('idempotencyKeys').where('scope', '=', scope).where('key', '=', key).where('status', '=', 0).execute();
+/** The first request failed: free the key (its own pending claim, made at `claimedAt`) so that a retry runs for real. */
+export async function releaseIdempotencyKey(db: Kysely<Database>, scope: string, key: string, claimedAt: string): Promise<void> {
+  await db
+    .deleteFrom('idempotencyKeys')
+    .where('scope', '=', scope)
+    .where('key', '=', key)
+    .where('createdAt', '=', claimedAt)
+    .where('status', '=', 0)
+    .execute();
 }
 
 export async function purgeExpiredIdempotencyKeys(db: Kysely<Database>, now: string): Promise<void> {
