@@ -78,6 +78,7 @@ try {
     RATE_LIMIT_MAX: '1000000',
     RATE_LIMIT_ANONYMOUS_MAX: '1000000',
     RATE_LIMIT_ADDRESS_MAX: '1000000',
+    RATE_LIMIT_WINDOW: '1',
     MAX_CONNECTIONS_PER_ADDRESS: '0',
     // The load takes a new token every ~11 requests and each instance caches every one it verifies: with
     // the default 10,000 the cache fills for about two minutes, its entries growing the live heap by ~25

@@ -11,7 +11,7 @@ import { findClientByClientId } from '../../src/storage/clients.js';
 import { insertBenchData } from './graphql-data.js';
 
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'portcullis-bench-'));
-const config = loadConfig({ ...process.env, DATA_DIR: dataDir, PORT: '0', LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '1000000', BOOTSTRAP_CLIENT_ID: 'bench-admin' });
+const config = loadConfig({ ...process.env, DATA_DIR: dataDir, PORT: '0', LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '1000000', RATE_LIMIT_WINDOW: '1', BOOTSTRAP_CLIENT_ID: 'bench-admin' });
 const app = await buildApp(config);
 const data = await insertBenchData(app.db.kysely);
 const client = (await findClientByClientId(app.db.kysely, 'bench-admin'))!;
