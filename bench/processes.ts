@@ -6,7 +6,10 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import readline from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { transformSync } from 'esbuild';
 
 export const HAS_TASKSET = spawnSync('taskset', ['-V']).status === 0 && os.cpus().length >= 2;
 
@@ -32,11 +35,37 @@ export interface StartOptions {
   nodeOptions?: string[];
 }
 
-/** Starts `script` (TypeScript, through tsx) on CPU 1 and waits for its `{"bench": ...}` line on stdout. */
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+/**
+ * The server script compiled as operators run the server: src/ as `npm run build` compiles it (dist/src/),
+ * and the script with its neighbours in bench/servers/ transpiled beside it (dist/bench/servers/), so that
+ * its `../../src/...` imports reach dist/src/. Run through tsx instead, every named function would be
+ * wrapped by esbuild's keepNames helper, which costs the code with more closures (the pipeline) more than
+ * the code with fewer (the references). BENCH_RUNTIME=tsx runs the TypeScript as it is.
+ */
+function compiled(script: string): string {
+  if (process.env.BENCH_RUNTIME === 'tsx' || !script.endsWith('.ts')) return script;
+  const built = spawnSync(process.execPath, [path.join(ROOT, 'bin/build.js'), '--if-stale'], { stdio: 'inherit' });
+  if (built.status !== 0) throw new Error('the build failed');
+  const source = path.resolve(ROOT, script);
+  const directory = path.dirname(source);
+  const target = path.join(ROOT, 'dist', path.relative(ROOT, directory));
+  fs.mkdirSync(target, { recursive: true });
+  for (const name of fs.readdirSync(directory).filter((file) => file.endsWith('.ts'))) {
+    const { code } = transformSync(fs.readFileSync(path.join(directory, name), 'utf8'), { loader: 'ts', format: 'esm', target: 'node20' });
+    fs.writeFileSync(path.join(target, name.replace(/\.ts$/, '.js')), code);
+  }
+  return path.join(target, path.basename(source).replace(/\.ts$/, '.js'));
+}
+
+/** Starts `script` (compiled, see `compiled`) on CPU 1 and waits for its `{"bench": ...}` line on stdout. */
 export async function startServer(script: string, options: StartOptions = {}): Promise<Server> {
   const { args = [], env = {}, nodeOptions = [] } = options;
   const command = HAS_TASKSET ? 'taskset' : process.execPath;
-  const argv = [...(HAS_TASKSET ? ['-c', '1', process.execPath] : []), '--import', 'tsx', ...nodeOptions, script, ...args];
+  const entry = compiled(script);
+  const runtime = entry.endsWith('.ts') || nodeOptions.some((option) => option.endsWith('.ts')) ? ['--import', 'tsx'] : [];
+  const argv = [...(HAS_TASKSET ? ['-c', '1', process.execPath] : []), ...runtime, ...nodeOptions, entry, ...args];
   const child = spawn(command, argv, {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: {

@@ -1,7 +1,10 @@
 import cluster from 'node:cluster';
 import type http from 'node:http';
 import { AggregatorRegistry } from 'prom-client';
-import { buildApp } from './app.js';
+import { buildApp, type App } from './app.js';
+import { AuditKeyDecryptionError } from './audit/checkpoints.js';
+import { EXIT_CONFIG } from './cli/cli-errors.js';
+import { KeyDecryptionError } from './oauth/keys/key-encryption.js';
 import { runPrimary } from './cluster/primary.js';
 import { loadConfigOrExit, type Config } from './config/config.js';
 import { listenProblem, metricsListenProblem } from './http/listen-problem.js';
@@ -18,7 +21,15 @@ async function main(): Promise<void> {
 }
 
 async function serve(config: Config): Promise<void> {
-  const app = await buildApp(config);
+  let app: App;
+  try {
+    app = await buildApp(config);
+  } catch (error) {
+    // A KEY_ENCRYPTION_SECRET that opens none of the stored keys: a configuration error, said in one line.
+    if (!(error instanceof KeyDecryptionError || error instanceof AuditKeyDecryptionError)) throw error;
+    console.error(`portcullis: ${error.message}`);
+    process.exit(EXIT_CONFIG);
+  }
   try {
     await app.fastify.listen({ host: config.host, port: config.port });
   } catch (error) {

@@ -43,8 +43,11 @@ export async function auditSigningKey(
 ): Promise<AuditSigningKey> {
   // While KEY_ENCRYPTION_SECRET is being replaced, the key may still be under the previous one (keys rewrap).
   const encryptionKeys = encryptionKeysFrom({ keyEncryptionSecret, previousKeyEncryptionSecret });
+  let stored = 0;
   const usable = async (): Promise<AuditSigningKey | null> => {
-    for (const row of await db.selectFrom('auditKeys').selectAll().orderBy('createdAt').orderBy('kid').execute()) {
+    const rows = await db.selectFrom('auditKeys').selectAll().orderBy('createdAt').orderBy('kid').execute();
+    stored = rows.length;
+    for (const row of rows) {
       let jwk: JWK;
       try {
         jwk = decryptStoredJwk(row.privateJwkEncrypted, row.kid, encryptionKeys) as JWK;
@@ -60,6 +63,9 @@ export async function auditSigningKey(
   };
   const existing = await usable();
   if (existing) return existing;
+  // There is an audit key, and this secret opens none: a process with the wrong KEY_ENCRYPTION_SECRET must
+  // not start a second key (checkpoints it signed would fail every check pinned to the real one).
+  if (stored > 0) throw new AuditKeyDecryptionError();
   const pair = await generateKeyPair(ALG, { extractable: true });
   const publicJwk = await exportJWK(pair.publicKey);
   const kid = await calculateJwkThumbprint(publicJwk);
@@ -73,6 +79,14 @@ export async function auditSigningKey(
     })
     .execute();
   return (await usable())!;
+}
+
+/** Audit keys exist and KEY_ENCRYPTION_SECRET (nor PREVIOUS_KEY_ENCRYPTION_SECRET) decrypts any of them. */
+export class AuditKeyDecryptionError extends Error {
+  constructor() {
+    super('The audit key cannot be decrypted: is KEY_ENCRYPTION_SECRET the one it was stored with?');
+    this.name = 'AuditKeyDecryptionError';
+  }
 }
 
 /** The public audit keys by fingerprint (recomputed from the key, never read from the kid column alone). */

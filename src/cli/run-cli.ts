@@ -1,4 +1,6 @@
 import { ConfigError } from '../config/config.js';
+import { AuditKeyDecryptionError } from '../audit/checkpoints.js';
+import { KeyDecryptionError } from '../oauth/keys/key-encryption.js';
 import { EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError } from './cli-errors.js';
 import type { Command, CommandGroup } from './command.js';
 import { COMMAND_GROUPS } from './commands.js';
@@ -64,6 +66,11 @@ export async function runCli(argv: readonly string[], groups: readonly CommandGr
     // The same report as an invalid setting (loadConfigOrExit): the operator fixes the environment.
     if (error instanceof ConfigError) {
       process.stderr.write(`${error.message}\n`);
+      return EXIT_CONFIG;
+    }
+    // A secret that opens none of the stored keys is the environment's fault as well.
+    if (error instanceof KeyDecryptionError || error instanceof AuditKeyDecryptionError) {
+      process.stderr.write(`error: ${error.message}\n`);
       return EXIT_CONFIG;
     }
     // The message only: a stack trace or a driver error's detail could carry values (SQL parameters,

@@ -24,6 +24,19 @@ describe.each(DATABASE_KINDS)('portcullis audit on %s', { timeout: CLI_TEST_TIME
 
   const events = () => t.db.kysely.selectFrom('auditEvents').selectAll().orderBy('seq').execute();
 
+  it('never makes a second audit key: a command run with another KEY_ENCRYPTION_SECRET stops with exit 78', async () => {
+    await record(0, 3);
+    expect((await runCli(['audit', 'checkpoint'], t.env)).code).toBe(0);
+    const keys = () => t.db.kysely.selectFrom('auditKeys').select('kid').execute();
+    const before = await keys();
+    expect(before).toHaveLength(1);
+    await record(3, 2);
+    const wrong = await runCli(['audit', 'checkpoint'], { ...t.env, KEY_ENCRYPTION_SECRET: 'another-secret-that-opens-nothing-0123456789' });
+    expect(wrong).toEqual({ code: 78, stdout: '', stderr: 'error: The audit key cannot be decrypted: is KEY_ENCRYPTION_SECRET the one it was stored with?\n' });
+    expect(await keys()).toEqual(before);
+    expect(await t.db.kysely.selectFrom('auditCheckpoints').select('number').execute()).toHaveLength(1);
+  });
+
   it('verify reports ok on an intact chain, then exit 1 naming the first changed event', async () => {
     await record(0, 6);
     expect(await runCli(['audit', 'verify'], t.env)).toEqual({ code: 0, stdout: 'ok: 6 events, 0 checkpoints; 0 after the newest checkpoint\n', stderr: '' });

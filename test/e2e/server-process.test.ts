@@ -94,6 +94,17 @@ describe('server process', () => {
     }
   });
 
+  it('stops with exit 78 and one line when KEY_ENCRYPTION_SECRET is not the one its keys were stored with', async () => {
+    const first = await startServer({ KEY_ENCRYPTION_SECRET: 'the-secret-the-keys-were-stored-with-0123456789' });
+    await waitUntilLive(first);
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+    const wrong = await startServer({ KEY_ENCRYPTION_SECRET: 'another-secret-that-opens-nothing-0123456789' }, first.dataDir);
+    expect(await wrong.exited).toBe(78);
+    expect(wrong.output()).toMatch(/^portcullis: The private part of signing key \S+ cannot be decrypted: is KEY_ENCRYPTION_SECRET the one it was stored with\?$/m);
+    expect(wrong.output()).not.toContain('    at ');
+  });
+
   it('refuses development defaults under NODE_ENV=production', async () => {
     const server = await startServer({ NODE_ENV: 'production' });
     expect(await server.exited).toBe(78);
