@@ -148,9 +148,17 @@ export async function writeCheckpoint(db: Kysely<Database>, key: AuditSigningKey
       await db.insertInto('auditCheckpoints').values({ ...claims, jws }).execute();
       return { ...claims, jws };
     } catch (error) {
-      if (!isUniqueViolation(error) || attempt >= 5) throw error;
+      if (!numberTaken(error) || attempt >= 5) throw error;
     }
   }
+}
+
+/**
+ * Another process wrote the checkpoint of this number first (several workers close at once): on
+ * PostgreSQL the primary key says so, on SQLite the append-only trigger fires before the key is checked.
+ */
+function numberTaken(error: unknown): boolean {
+  return isUniqueViolation(error) || (error instanceof Error && error.message === 'audit_checkpoints is append-only: a row may not be replaced');
 }
 
 /** Events removed by `audit archive` before the first checkpoint could count them (none, in practice). */

@@ -52,6 +52,22 @@ describe.each(DATABASE_KINDS)('signed audit checkpoints on %s', (kind) => {
     else await sql`drop trigger audit_checkpoints_no_delete`.execute(t.db.kysely);
   }
 
+  it('takes the other writer\'s checkpoint when another process writes the same number first (workers closing at once)', async () => {
+    await record(5);
+    let other: ReturnType<typeof writeCheckpoint> | null = null;
+    // Another writer starts between this one's reads and its insert: whichever inserts second finds the number taken.
+    const racingClock = () => {
+      other ??= writeCheckpoint(t.db.kysely, key);
+      return Date.now();
+    };
+    const mine = writeCheckpoint(t.db.kysely, key, racingClock);
+    const [a, b] = await Promise.all([mine, (async () => { await mine.catch(() => {}); return other!; })()]);
+    expect(a).toMatchObject({ number: 1, eventCount: 5 });
+    expect(b).toEqual(a);
+    expect(await t.db.kysely.selectFrom('auditCheckpoints').select('number').execute()).toEqual([{ number: 1 }]);
+    expect(await verifyAuditChain(t.db.kysely, { keyFingerprint: key.fingerprint })).toMatchObject({ ok: true, checkpoints: 1 });
+  });
+
   it('signs the head, the event count and the time with the audit key, numbered from 1', async () => {
     await record(12);
     const first = await writeCheckpoint(t.db.kysely, key);
