@@ -52,7 +52,7 @@ export async function runPrimary(config: Config): Promise<void> {
     process.exit(firstCode === 0 ? 1 : firstCode);
   }
   for (let i = 1; i < config.workers; i++) cluster.fork();
-  log.info({ workers: config.workers, pid: process.pid }, 'cluster.started');
+  log.info({ workers: config.workers }, 'cluster.started');
 
   const exitWhenAllStopped = () => {
     if (Object.keys(cluster.workers ?? {}).length > 0) return;
@@ -71,12 +71,12 @@ export async function runPrimary(config: Config): Promise<void> {
     restarts.push(now);
     while (restarts.length > 0 && restarts[0]! < now - 60_000) restarts.shift();
     if (restarts.length > MAX_RESTARTS_PER_MINUTE) {
-      log.error({ pid: worker.process.pid, code, signal }, 'cluster.giving_up: workers keep exiting; stopping');
+      log.error({ worker: worker.process.pid, code, signal }, 'cluster.giving_up: workers keep exiting; stopping');
       failed = true;
       stop();
       return;
     }
-    log.warn({ pid: worker.process.pid, code, signal }, 'cluster.worker_replaced');
+    log.warn({ worker: worker.process.pid, code, signal }, 'cluster.worker_replaced');
     cluster.fork();
   });
 

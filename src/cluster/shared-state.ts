@@ -1,5 +1,5 @@
 import cluster from 'node:cluster';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { Config } from '../config/config.js';
 import { InProcessEventBus } from '../events/event-bus.js';
 import type { Fanout } from '../events/fanout.js';
@@ -11,7 +11,7 @@ import { RedisLink, type RedisLogger } from '../redis/redis-link.js';
 import { onInvalidationWritten } from '../storage/invalidations.js';
 import { ClusterFanout } from './cluster-fanout.js';
 
-const INVALIDATIONS_CHANNEL = 'portcullis:invalidations';
+const INVALIDATIONS_CHANNEL = 'invalidations';
 
 /** What this process shares with the other server processes on the same data. */
 export interface SharedState {
@@ -27,17 +27,26 @@ export interface SharedState {
 }
 
 /**
+ * What this deployment's keys and channels start with in Redis: its issuer (the URL clients use, the same on
+ * every instance of one deployment and different between deployments), so that a staging and a production
+ * deployment sharing one Redis never share budgets, events or notices.
+ */
+export function redisNamespace(issuer: string): string {
+  return `portcullis:${createHash('sha256').update(issuer).digest('base64url').slice(0, 12)}`;
+}
+
+/**
  * With REDIS_URL, every instance and worker shares counters, events and invalidation notices through Redis;
  * without it, the workers of one instance (node:cluster) share them through the primary; a single process
  * keeps them to itself. The database remains the source of truth for invalidation in every case.
  */
 export function shareAcrossProcesses(
-  config: Pick<Config, 'redisUrl' | 'keyEncryptionSecret' | 'previousKeyEncryptionSecret'>,
+  config: Pick<Config, 'redisUrl' | 'issuer' | 'keyEncryptionSecret' | 'previousKeyEncryptionSecret'>,
   logger: RedisLogger,
   /** Told of each invalidation notice sent or received (metrics). */
   onNotice: (direction: 'sent' | 'received') => void = () => {},
 ): SharedState {
-  const redis = config.redisUrl ? new RedisLink(config.redisUrl, logger) : null;
+  const redis = config.redisUrl ? new RedisLink(config.redisUrl, logger, redisNamespace(config.issuer)) : null;
   // Redis may be reachable by others than the instances: what they send each other there is signed.
   let lastRefusalLogged = 0;
   const fanout: Fanout | null = redis
@@ -50,7 +59,7 @@ export function shareAcrossProcesses(
     : cluster.isWorker
       ? new ClusterFanout()
       : null;
-  const limiterStore = redis ? redisStore(redis.commands) : cluster.isWorker ? clusterStore : inProcessStore;
+  const limiterStore = redis ? redisStore(redis.commands, redis.namespace) : cluster.isWorker ? clusterStore : inProcessStore;
   const close = async () => redis?.close();
   if (!fanout) {
     return { limiterStore, events: new InProcessEventBus(), followInvalidations: () => () => {}, close };

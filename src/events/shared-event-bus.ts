@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { InProcessEventBus, type ResourceEvents, type Topic } from './event-bus.js';
 import type { Fanout } from './fanout.js';
 
-const CHANNEL = 'portcullis:resource-events';
+const CHANNEL = 'resource-events';
 const TOPICS: ReadonlySet<string> = new Set<Topic>(['postPublished', 'commentAdded']);
 
 interface Envelope {

@@ -30,10 +30,10 @@ export type LimiterStore = (options: StoreOptions) => RateLimiterAbstract;
 export const inProcessStore: LimiterStore = (options) => new RateLimiterMemory(options);
 
 /** In Redis (REDIS_URL): every instance and worker draws on the same counters. */
-export function redisStore(redis: Redis): LimiterStore {
+export function redisStore(redis: Redis, namespace = 'portcullis'): LimiterStore {
   // Not ready (Redis down or reconnecting): refused at once, so the policy counts in this process instead
   // of every request waiting for a timeout.
-  return (options) => new RateLimiterRedis({ ...options, keyPrefix: `portcullis:rate:${options.keyPrefix}`, storeClient: redis, rejectIfRedisNotReady: true });
+  return (options) => new RateLimiterRedis({ ...options, keyPrefix: `${namespace}:rate:${options.keyPrefix}`, storeClient: redis, rejectIfRedisNotReady: true });
 }
 
 /** In the cluster's primary process (WORKERS > 1 without Redis), asked over node:cluster's IPC channel. */

@@ -24,8 +24,19 @@ export class RedisLink {
   readonly #handlers = new Map<string, (message: string) => void>();
   #down = false;
   #closing = false;
+  get #prefix(): string {
+    return this.namespace === '' ? '' : `${this.namespace}:`;
+  }
 
-  constructor(url: string, private readonly logger: RedisLogger) {
+  /**
+   * `namespace`: put before every channel (and, by the rate-limit store, every key), so that deployments
+   * sharing one Redis never see each other's messages or counters.
+   */
+  constructor(
+    url: string,
+    private readonly logger: RedisLogger,
+    readonly namespace = '',
+  ) {
     const retryStrategy = (attempt: number) => Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS);
     this.commands = new Redis(url, {
       enableOfflineQueue: false,
@@ -38,7 +49,7 @@ export class RedisLink {
     // are subscribed here whenever the connection becomes ready (again), never queued before.
     this.#subscriber = new Redis(url, { retryStrategy, maxRetriesPerRequest: null, autoResubscribe: false, connectionName: 'portcullis-subscriber' });
     this.#subscriber.on('ready', () => this.#subscribeAll());
-    this.#subscriber.on('message', (channel: string, message: string) => this.#handlers.get(channel)?.(message));
+    this.#subscriber.on('message', (channel: string, message: string) => this.#handlers.get(channel.slice(this.#prefix.length))?.(message));
     for (const connection of [this.commands, this.#subscriber]) {
       // Without a listener an `error` event would end the process; one warning per outage is enough.
       connection.on('error', (error: Error) => this.#wentDown(error));
@@ -56,7 +67,7 @@ export class RedisLink {
   /** Sends `message` to every instance subscribed to `channel`; lost, not queued, while Redis is down. */
   publish(channel: string, message: string): boolean {
     if (!this.ready) return false;
-    this.commands.publish(channel, message).catch((error: unknown) => this.#wentDown(error));
+    this.commands.publish(this.#prefix + channel, message).catch((error: unknown) => this.#wentDown(error));
     return true;
   }
 
@@ -64,11 +75,11 @@ export class RedisLink {
   subscribe(channel: string, handler: (message: string) => void): void {
     if (this.#handlers.has(channel)) throw new Error(`${channel} already has a handler`);
     this.#handlers.set(channel, handler);
-    if (this.#subscriber.status === 'ready') this.#subscriber.subscribe(channel).catch((error: unknown) => this.#wentDown(error));
+    if (this.#subscriber.status === 'ready') this.#subscriber.subscribe(this.#prefix + channel).catch((error: unknown) => this.#wentDown(error));
   }
 
   #subscribeAll(): void {
-    const channels = [...this.#handlers.keys()];
+    const channels = [...this.#handlers.keys()].map((channel) => this.#prefix + channel);
     if (channels.length > 0) this.#subscriber.subscribe(...channels).catch((error: unknown) => this.#wentDown(error));
   }
 

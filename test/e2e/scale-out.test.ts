@@ -157,7 +157,7 @@ describe.skipIf(!POSTGRES || !REDIS_AVAILABLE)('two instances on one PostgreSQL 
     await expectRefusedWithin(b.server.base, token);
     await expectRefusedWithin(a.server.base, token);
     // B heard of it through Redis, not only from its next read of the sequence.
-    expect(await noticesReceived(b)).toBeGreaterThan(before);
+    await expect.poll(() => noticesReceived(b), { timeout: PROPAGATION_MS, interval: 50 }).toBeGreaterThan(before);
   });
 
   it("ends on the other instance within a second a user's tokens when the user is deactivated, and a client's when it is deleted", async () => {

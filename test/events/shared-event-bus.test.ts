@@ -6,8 +6,8 @@ import { REDIS_AVAILABLE, REDIS_URL } from '../helpers/redis.js';
 const quiet = { info: () => {}, warn: () => {} };
 const links: RedisLink[] = [];
 
-function link(): RedisLink {
-  const redis = new RedisLink(REDIS_URL, quiet);
+function link(namespace = ''): RedisLink {
+  const redis = new RedisLink(REDIS_URL, quiet, namespace);
   links.push(redis);
   return redis;
 }
@@ -60,10 +60,21 @@ describe.skipIf(!REDIS_AVAILABLE)('resource events shared through Redis', () => 
     const events = bus.subscribe('commentAdded');
     await new Promise((resolve) => setTimeout(resolve, 200));
     for (const message of ['not json', '{"origin":"x","topic":"userDeleted","payload":{}}', '{"origin":"x","topic":"commentAdded","payload":[1]}', 'null']) {
-      await publisher.commands.publish('portcullis:resource-events', message);
+      await publisher.commands.publish('resource-events', message);
     }
     expect(await nextWithin(events, 300)).toBe('none');
-    await publisher.commands.publish('portcullis:resource-events', JSON.stringify({ origin: 'x', topic: 'commentAdded', payload: { id: 'c-1' } }));
+    await publisher.commands.publish('resource-events', JSON.stringify({ origin: 'x', topic: 'commentAdded', payload: { id: 'c-1' } }));
     expect(await nextWithin(events, 1000)).toEqual({ id: 'c-1' });
+  });
+
+  it('keeps deployments that share one Redis apart: another namespace hears nothing', async () => {
+    const [staging, production, productionToo] = [link('portcullis:staging'), link('portcullis:production'), link('portcullis:production')];
+    await Promise.all([ready(staging), ready(production), ready(productionToo)]);
+    const onStaging = new SharedEventBus(staging).subscribe('postPublished');
+    const onProduction = new SharedEventBus(productionToo).subscribe('postPublished');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    new SharedEventBus(production).publish('postPublished', { id: 'p-2' });
+    expect(await nextWithin(onProduction, 1000)).toEqual({ id: 'p-2' });
+    expect(await nextWithin(onStaging, 300)).toBe('none');
   });
 });

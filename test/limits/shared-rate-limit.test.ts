@@ -51,6 +51,17 @@ describe.skipIf(!REDIS_AVAILABLE)('rate limits counted in Redis', () => {
     expect(await onB!.consume('client-2')).toMatchObject({ allowed: true, remaining: 2 });
   });
 
+  it('are kept apart between deployments sharing one Redis (their namespaces)', async () => {
+    const redis = link(REDIS_URL);
+    await ready(redis);
+    const name = `test-${randomBytes(4).toString('hex')}`;
+    const staging = new RateLimitPolicy(name, 1, 60, undefined, redisStore(redis.commands, 'portcullis:staging'));
+    const production = new RateLimitPolicy(name, 1, 60, undefined, redisStore(redis.commands, 'portcullis:production'));
+    expect(await staging.consume('client-1')).toMatchObject({ allowed: true });
+    expect(await production.consume('client-1')).toMatchObject({ allowed: true });
+    expect(await staging.consume('client-1')).toMatchObject({ allowed: false });
+  });
+
   it('weigh a request by its cost in the shared counter', async () => {
     const redis = link(REDIS_URL);
     await ready(redis);
