@@ -75,6 +75,9 @@ export async function openDb(options: DbOptions): Promise<Db> {
   if (!file) {
     fs.mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
     file = sqliteFileIn(options.dataDir);
+    // The database holds token digests and encrypted keys: readable by its owner only. Created here with
+    // that mode before SQLite opens it; SQLite gives its -wal and -shm files the database file's mode.
+    fs.closeSync(fs.openSync(file, 'a', 0o600));
   }
   const database = new SQLite(file);
   database.pragma('journal_mode = WAL');

@@ -11,6 +11,10 @@ describe('server process', () => {
     await waitUntilLive(server);
     const file = path.join(server.dataDir, 'bootstrap.json');
     expect(fs.statSync(file).mode & 0o777).toBe(0o600);
+    // So is the database, and the files SQLite keeps beside it.
+    for (const name of ['portcullis.db', 'portcullis.db-wal', 'portcullis.db-shm']) {
+      expect({ name, mode: fs.statSync(path.join(server.dataDir, name)).mode & 0o777 }).toEqual({ name, mode: 0o600 });
+    }
     const bootstrap = JSON.parse(fs.readFileSync(file, 'utf8'));
     expect(bootstrap).toEqual({
       issuer: server.base,
