@@ -9,6 +9,7 @@ import { clients } from '../resources/clients.js';
 import { listReadable } from '../resources/lists.js';
 import { checkClientSettings } from './client-settings.js';
 import { pageBody, pageRequest } from './pages.js';
+import { changedMeanwhile } from './changed-meanwhile.js';
 import type { Handler } from './types.js';
 
 export const listClients: Handler<'listClients'> = async ({ query }, { principal, deps }) => {
@@ -72,7 +73,7 @@ export const replaceClient: Handler<'replaceClient'> = async ({ body }, { resour
   const replaced = { ...body, role: body.role ?? null, rateLimit: body.rateLimit ?? null };
   const updatedAt = nowIso();
   await deps.db.transaction().execute(async (trx) => {
-    await updateClientSettings(trx, current.id, replaced, updatedAt);
+    if (!(await updateClientSettings(trx, current.id, String(resource!.updatedAt), replaced, updatedAt))) throw changedMeanwhile();
     // Role, scopes and settings: every server re-reads the registration, and narrows the tokens it issued.
     await recordInvalidation(trx, 'client', current.clientId);
   });

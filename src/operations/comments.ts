@@ -30,7 +30,8 @@ export const getComment: Handler<'getComment'> = async ({ query }, { principal, 
 
 export const replaceComment: Handler<'replaceComment'> = async ({ body }, { resource, deps }) => {
   const current = comments.viewOf(resource!);
-  await updateRow(deps.db, comments.table, current.id, { body: body.body, updatedAt: nowIso() });
+  // The body is the only field a comment's write sets: nothing read earlier is written back.
+  await updateRow(deps.db, comments.table, current.id, null, { body: body.body, updatedAt: nowIso() });
   return { status: 200, body: { ...current, body: body.body } };
 };
 

@@ -6,6 +6,7 @@ import { listReadable } from '../resources/lists.js';
 import { posts, type PostView } from '../resources/posts.js';
 import { pageBody, pageRequest } from './pages.js';
 import { callerId } from './subject.js';
+import { changedMeanwhile } from './changed-meanwhile.js';
 import type { Handler } from './types.js';
 
 export const listPosts: Handler<'listPosts'> = async ({ query }, { principal, deps, loaders }) => {
@@ -37,7 +38,7 @@ export const createPost: Handler<'createPost'> = async ({ body }, { principal, d
 export const replacePost: Handler<'replacePost'> = async ({ body }, { resource, deps }) => {
   const current = posts.viewOf(resource!);
   const next = { title: body.title, body: body.body, status: body.status, updatedAt: nowIso() };
-  await updateRow(deps.db, posts.table, current.id, next);
+  if (!(await updateRow(deps.db, posts.table, current.id, current.updatedAt, next))) throw changedMeanwhile();
   const replaced = { ...current, ...next };
   if (current.status !== 'published' && replaced.status === 'published') deps.events.publish('postPublished', replaced);
   return { status: 200, body: replaced };

@@ -9,6 +9,7 @@ import { deleteUserRow, insertUser, updateUserRow } from '../storage/users.js';
 import { listReadable } from '../resources/lists.js';
 import { users } from '../resources/users.js';
 import { pageBody, pageRequest } from './pages.js';
+import { changedMeanwhile } from './changed-meanwhile.js';
 import type { Handler } from './types.js';
 
 export const listUsers: Handler<'listUsers'> = async ({ query }, { principal, deps }) => {
@@ -37,7 +38,7 @@ export const replaceUser: Handler<'replaceUser'> = async ({ body }, { principal,
   const changes = { ...next, updatedAt, ...(body.password ? { passwordHash: await hashPassword(body.password) } : {}) };
   try {
     await deps.db.transaction().execute(async (trx) => {
-      await updateUserRow(trx, current.id, changes);
+      if (!(await updateUserRow(trx, current.id, current.updatedAt, changes))) throw changedMeanwhile();
       // Deactivation ends the tokens the user holds, as deletion does: reactivating the account (say, after
       // a compromise) must not bring them back. A new password (a reset) ends them too.
       if ((current.active && !next.active) || body.password) {

@@ -118,8 +118,9 @@ export type ClientSettingsRecord = Pick<
   'name' | 'redirectUris' | 'postLogoutRedirectUris' | 'grantTypes' | 'scopes' | 'role' | 'accessTokenFormat' | 'accessTokenTtl' | 'rateLimit' | 'idTokenSignedResponseAlg' | 'firstParty' | 'legacy'
 >;
 
-export async function updateClientSettings(db: Kysely<Database>, id: string, settings: ClientSettingsRecord, updatedAt: string): Promise<void> {
-  await db
+/** As resource-rows.ts `updateRow`: only the version read (`readUpdatedAt`); false when it changed meanwhile. */
+export async function updateClientSettings(db: Kysely<Database>, id: string, readUpdatedAt: string, settings: ClientSettingsRecord, updatedAt: string): Promise<boolean> {
+  const result = await db
     .updateTable('clients')
     .set({
       name: settings.name,
@@ -137,7 +138,9 @@ export async function updateClientSettings(db: Kysely<Database>, id: string, set
       updatedAt,
     })
     .where('id', '=', id)
-    .execute();
+    .where('updatedAt', '=', readUpdatedAt)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
 }
 
 export async function deleteClientRow(db: Kysely<Database>, id: string): Promise<void> {

@@ -157,8 +157,16 @@ export async function insertRow(db: Kysely<Database>, table: ResourceTable, row:
   await builder(db).insertInto(table.name).values(row).execute();
 }
 
-export async function updateRow(db: Kysely<Database>, table: ResourceTable, id: string, changes: StoredRow): Promise<void> {
-  await builder(db).updateTable(table.name).set(changes).where('id', '=', id).execute();
+/**
+ * Writes `changes` to the row, with `readUpdatedAt` only if it is still the version the caller read: false
+ * when another write came in between, so that a request never writes back a stale copy of fields it did not
+ * mean to change (a lost update). Null: whatever the version (the changes are all the caller means to set).
+ */
+export async function updateRow(db: Kysely<Database>, table: ResourceTable, id: string, readUpdatedAt: string | null, changes: StoredRow): Promise<boolean> {
+  let update = builder(db).updateTable(table.name).set(changes).where('id', '=', id);
+  if (readUpdatedAt !== null) update = update.where('updatedAt', '=', readUpdatedAt);
+  const result = await update.executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
 }
 
 /**

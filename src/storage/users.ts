@@ -67,8 +67,10 @@ export async function updatePasswordHash(db: Kysely<Database>, userId: string, p
 /** The profile fields a replacement sets, and a new password's hash when one was given. */
 export type UserChanges = Pick<UserRecord, 'email' | 'name' | 'role' | 'active' | 'updatedAt'> & { passwordHash?: string };
 
-export async function updateUserRow(db: Kysely<Database>, id: string, changes: UserChanges): Promise<void> {
-  await db.updateTable('users').set(changes).where('id', '=', id).execute();
+/** As resource-rows.ts `updateRow`: only the version read (`readUpdatedAt`); false when it changed meanwhile. */
+export async function updateUserRow(db: Kysely<Database>, id: string, readUpdatedAt: string, changes: UserChanges): Promise<boolean> {
+  const result = await db.updateTable('users').set(changes).where('id', '=', id).where('updatedAt', '=', readUpdatedAt).executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
 }
 
 export async function deleteUserRow(db: Kysely<Database>, id: string): Promise<void> {
