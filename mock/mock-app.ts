@@ -1,7 +1,8 @@
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { OpenAPIBackend, Operation } from 'openapi-backend';
 import { routes } from '../generated/routes.js';
 import { ApiError } from '../src/errors/registry.js';
+import { redactUrl } from '../src/logging/redact-url.js';
 import { fromFastifyError } from '../src/rest/error-response.js';
 import { parseJsonBody } from '../src/rest/json-body.js';
 import { mergeBracketExpand, openExchange } from '../src/rest/plugin.js';
@@ -57,7 +58,14 @@ function declaredHeaders(operation: Operation): Map<number, Record<string, strin
  */
 export async function buildMockApp(options: { bodyLimit: number; logger?: boolean }): Promise<FastifyInstance> {
   const api: OpenAPIBackend = await contractBackend();
-  const app = Fastify({ bodyLimit: options.bodyLimit, logger: options.logger ?? false, routerOptions: { ignoreTrailingSlash: true } });
+  const logger = options.logger
+    ? {
+        // As the server logs requests: no Authorization header or cookies, credential-like query values masked.
+        redact: ['req.headers.authorization', 'req.headers.cookie'],
+        serializers: { req: (request: FastifyRequest) => ({ method: request.method, url: redactUrl(request.url), remoteAddress: request.ip }) },
+      }
+    : false;
+  const app = Fastify({ bodyLimit: options.bodyLimit, logger, routerOptions: { ignoreTrailingSlash: true } });
   app.removeAllContentTypeParsers();
   app.addContentTypeParser(['application/json', VENDOR_TYPE, MERGE_PATCH_TYPE], { parseAs: 'buffer' }, parseJsonBody);
   app.setErrorHandler((error, _request, reply) => sendRestError(reply, fromFastifyError(error)));

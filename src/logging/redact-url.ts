@@ -6,7 +6,7 @@
  * `access_token`, `Access-Token`, `access_token%20` and `ACCESS%5FTOKEN` are all masked; a few harmless
  * parameters masked too (a `postcode`) cost nothing.
  */
-const CREDENTIAL_WORDS = ['token', 'secret', 'password', 'passwd', 'code', 'assertion', 'apikey', 'key', 'credential', 'auth', 'session', 'signature'];
+const CREDENTIAL_WORDS = ['token', 'secret', 'password', 'passwd', 'pass', 'pwd', 'code', 'assertion', 'apikey', 'key', 'credential', 'auth', 'session', 'signature', 'bearer', 'jwt'];
 
 export const REDACTED = '[REDACTED]';
 

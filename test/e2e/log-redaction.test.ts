@@ -13,6 +13,7 @@ describe('credentials in logs and audit records', () => {
       '/v1/posts?limit=5&access_token=[REDACTED]&Client_Secret=[REDACTED]&ACCESS%5FTOKEN=[REDACTED]&code=[REDACTED]&status=draft',
     );
     expect(redactUrl('/v1/posts')).toBe('/v1/posts');
+    expect(redactUrl('/v1/posts?bearer=S1&jwt=S2&pwd=S3&pass=S4&limit=2')).toBe('/v1/posts?bearer=[REDACTED]&jwt=[REDACTED]&pwd=[REDACTED]&pass=[REDACTED]&limit=2');
     expect(redactUrl('http://user:S6@host/v1/rest?limit=1')).toBe('http://[REDACTED]@host/v1/rest?limit=1');
     expect(redactUrl('/v1/posts?password')).toBe('/v1/posts?password=[REDACTED]');
     // Names bent so that an exact comparison would miss them, and separators other than one ? and &.
