@@ -70,12 +70,13 @@ export async function registerRest(app: FastifyInstance, deps: RestDeps): Promis
     });
 
     // The decision is recorded once the response is sent, whichever way the request ended.
-    scope.addHook('onResponse', (request, _reply, done) => {
+    scope.addHook('onResponse', (request, reply, done) => {
       const ex = request.exchange;
       if (ex) {
         recordDecision(ex, deps.audit);
-        // A deprecated operation that was allowed to run is a use to count (its client must move on).
-        if (ex.route.deprecated && ex.decision?.decision === 'allow') {
+        // A deprecated operation that was allowed and ran is a use to count (its client must move on); a
+        // request refused as invalid after the decision (400, 412, ...) did not use it.
+        if (ex.route.deprecated && ex.decision?.decision === 'allow' && (reply.statusCode < 400 || reply.statusCode >= 500)) {
           deps.deprecatedUse.record(ex.principal.kind === 'anonymous' ? null : ex.principal.clientId, 'rest', ex.route.operationId);
         }
       }

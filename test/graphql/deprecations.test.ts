@@ -69,6 +69,9 @@ describe.each(DATABASE_KINDS)('uses of deprecated operations and fields, GET /v1
     const missing = await t.request({ url: '/v1/posts/00000000000000000000000000000000', token });
     expect({ status: missing.statusCode, deprecation: missing.headers.deprecation, sunset: missing.headers.sunset, link: missing.headers.link }).toEqual({ status: 404, ...DEPRECATION_HEADERS });
     expect((await second.fastify.inject({ url: `/v1/posts/${post.id}`, headers: { authorization: `Bearer ${token}` } })).statusCode).toBe(200);
+    // Allowed, then refused as invalid: not a use.
+    const invalid = await t.request({ url: `/v1/posts/${post.id}?expand=nothing`, token });
+    expect({ status: invalid.statusCode, deprecation: invalid.headers.deprecation }).toEqual({ status: 400, deprecation: DEPRECATION_HEADERS.deprecation });
 
     const admin = await (await t.createUser('admin')).token(['read:audit']);
     const listed = await vi.waitFor(
