@@ -11,6 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { compileContracts, readSources } from './compile-contracts.js';
 import { diffContracts, type ContractChange } from './contract-diff.js';
+import { ContractError } from './problems.js';
 
 const RELEASED = 'contracts/released';
 const FILES = ['openapi.yaml', 'policy.yaml', 'schema.graphql'];
@@ -27,11 +28,23 @@ if (!FILES.every((file) => fs.existsSync(path.join(RELEASED, file)))) {
   process.exit(1);
 }
 
+/** Compiled as codegen compiles it; a contract codegen would refuse is reported as codegen reports it. */
+function compiled(sources: ReturnType<typeof readSources>, which: string): ReturnType<typeof compileContracts> {
+  try {
+    return compileContracts(sources);
+  } catch (error) {
+    if (!(error instanceof ContractError)) throw error;
+    console.error(`${which} does not compile, so it cannot be compared: ${error.message}`);
+    console.error('Fix it first (the REST body and its GraphQL input change together: see "Codegen" in the README).');
+    process.exit(1);
+  }
+}
+
 const released = readSources(RELEASED);
 const current = readSources();
 const changes = await diffContracts(
-  { compiled: compileContracts(released), schema: released.schema },
-  { compiled: compileContracts(current), schema: current.schema },
+  { compiled: compiled(released, `The released contract (${RELEASED}/)`), schema: released.schema },
+  { compiled: compiled(current, 'The contract'), schema: current.schema },
 );
 
 const sections: [ContractChange['kind'], string][] = [

@@ -121,6 +121,20 @@ describe('contract:check', () => {
       expect(failure?.status).toBe(1);
       expect(failure?.stdout).toContain('GET /v1/users/{userId}/posts (listUserPosts): operation removed or renamed');
       expect(failure?.stderr).toContain('1 breaking change(s) against contracts/released/');
+
+      // A REST body whose GraphQL input no longer matches: codegen's report, not a stack trace.
+      const mirrored = YAML.parse(released.openapi);
+      mirrored.components.schemas.PostCreate.properties.status.enum = ['draft'];
+      fs.writeFileSync(path.join(checkout, 'openapi.yaml'), YAML.stringify(mirrored));
+      let refused: { status: number; stdout: string; stderr: string } | null = null;
+      try {
+        execFileSync(process.execPath, ['--import', tsx, path.resolve('codegen/contract-check.ts')], { cwd: checkout, encoding: 'utf8', stdio: 'pipe' });
+      } catch (error) {
+        refused = error as { status: number; stdout: string; stderr: string };
+      }
+      expect(refused?.status).toBe(1);
+      expect(refused?.stderr).toContain("The contract does not compile, so it cannot be compared: The contract has 1 problem(s):\n  - schema.graphql: PostInput.status (Mutation.createPost(input:)): enum PostStatus (draft, published) differs from createPost's request body (draft)");
+      expect(refused?.stderr).not.toContain('    at ');
     } finally {
       fs.rmSync(checkout, { recursive: true, force: true });
     }
