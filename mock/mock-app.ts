@@ -1,8 +1,12 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { OpenAPIBackend, Operation } from 'openapi-backend';
 import { routes } from '../generated/routes.js';
 import { ApiError } from '../src/errors/registry.js';
 import { redactUrl } from '../src/logging/redact-url.js';
+import { PACKAGE_ROOT } from '../src/package-root.js';
+import { AllowedMethods } from '../src/rest/method-not-allowed.js';
 import { fromFastifyError } from '../src/rest/error-response.js';
 import { parseJsonBody } from '../src/rest/json-body.js';
 import { mergeBracketExpand, openExchange } from '../src/rest/plugin.js';
@@ -69,14 +73,29 @@ export async function buildMockApp(options: { bodyLimit: number; logger?: boolea
   app.removeAllContentTypeParsers();
   app.addContentTypeParser(['application/json', VENDOR_TYPE, MERGE_PATCH_TYPE], { parseAs: 'buffer' }, parseJsonBody);
   app.setErrorHandler((error, _request, reply) => sendRestError(reply, fromFastifyError(error)));
-  app.setNotFoundHandler((_request, reply) => sendRestError(reply, new ApiError('NOT_FOUND', 'There is no such endpoint.')));
+  // As the server answers: 405 with `Allow` for a path of the contract asked with another method.
+  const allowedMethods = new AllowedMethods();
+  app.setNotFoundHandler((request, reply) => {
+    const allow = allowedMethods.for(request.url.split('?', 1)[0]!);
+    return sendRestError(
+      reply,
+      allow.length > 0
+        ? new ApiError('METHOD_NOT_ALLOWED', `${request.method} is not allowed here; use ${allow.join(', ')}.`, { headers: { allow: allow.join(', ') } })
+        : new ApiError('NOT_FOUND', 'There is no such endpoint.'),
+    );
+  });
+  const published = fs.readFileSync(path.join(PACKAGE_ROOT, 'generated/openapi.json'), 'utf8');
 
   for (const route of routes) {
     const operation = api.router.getOperation(route.operationId)!;
     const headers = declaredHeaders(operation);
-    app.route({
+    const versioned = route.path.replace(/\{([^}]+)\}/g, ':$1');
+    // The paths the server serves: versioned, and unversioned when the contract gives one (Accept's version).
+    const urls = route.unversionedUrl === null ? [versioned] : [versioned, route.unversionedUrl];
+    for (const url of urls) allowedMethods.add(route.method, url);
+    for (const url of urls) app.route({
       method: route.method,
-      url: route.path.replace(/\{([^}]+)\}/g, ':$1'),
+      url,
       handler: async (request, reply) => {
         const ex = openExchange(request, route);
         mergeBracketExpand(ex.query);
@@ -87,6 +106,10 @@ export async function buildMockApp(options: { bodyLimit: number; logger?: boolea
           throw new ApiError('VALIDATION_FAILED', `${route.operationId} declares no ${wanted.code} response.`, {
             details: [{ path: '/headers/prefer', message: `must name one of ${Object.keys(operation.responses ?? {}).join(', ')}` }],
           });
+        }
+        // The contract itself is no example: the mock serves the published one, as the server does.
+        if (route.operationId === 'getRestContract' && wanted.code === undefined) {
+          return reply.code(200).headers(headers.get(200)!).type('application/json; charset=utf-8').send(published);
         }
         const { status, mock } = api.mockResponseForOperation(route.operationId, wanted);
         reply.code(status).headers(headers.get(status)!);

@@ -46,12 +46,26 @@ describe('the mock server', () => {
       await checker.check(operation, res);
       const status = String(route.successStatus);
       expect([route.operationId, res.status]).toEqual([route.operationId, route.successStatus]);
-      const example = contractExample(route.path, route.method, status);
+      // The contract itself is served as it is published, not an example of it.
+      const example = route.operationId === 'getRestContract' ? spec : contractExample(route.path, route.method, status);
       const text = await res.text();
       expect([route.operationId, text === '' ? undefined : route.successMediaType === 'application/json' ? JSON.parse(text) : text]).toEqual([route.operationId, example]);
     }
     expect(checker.problems).toEqual([]);
     expect(checker.seen.size).toBe(31);
+  });
+
+  it('answers like the server for a path asked with another method (405 with Allow) and for an unversioned path', async () => {
+    const res = await fetch(`${baseUrl}/v1/rest`, { method: 'POST' });
+    expect(res.status).toBe(405);
+    expect(res.headers.get('allow')).toBe('GET, HEAD');
+    expect(await res.json()).toEqual({ error: { code: 'METHOD_NOT_ALLOWED', message: 'POST is not allowed here; use GET, HEAD.' } });
+    const unversioned = routes.find((route) => route.operationId === 'listPosts')!.unversionedUrl;
+    expect(unversioned).not.toBeNull();
+    const versioned = await fetch(`${baseUrl}${unversioned}`, { headers: { accept: 'application/vnd.portcullis+json; version=1' } });
+    expect(versioned.status).toBe(200);
+    const future = await fetch(`${baseUrl}${unversioned}`, { headers: { accept: 'application/vnd.portcullis+json; version=2' } });
+    expect(future.status).toBe(406);
   });
 
   it('builds the response headers the contract declares from their examples', async () => {
