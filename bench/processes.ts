@@ -5,6 +5,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
@@ -114,4 +115,16 @@ export function describeMachine(connections: number, rounds: number, duration: n
     `${os.cpus()[0]?.model ?? 'unknown CPU'}, ${os.cpus().length} cores, Node ${process.version}, ${connections} connections, ` +
     `${rounds} rounds of ${duration} s per scenario${HAS_TASKSET ? ', server on CPU 1, load on CPU 0' : ', unpinned'}; medians`
   );
+}
+
+/** A port of 127.0.0.1 that nothing listens on now. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
 }

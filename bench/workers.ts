@@ -9,28 +9,16 @@
 import autocannon from 'autocannon';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { cpuMillis } from './processes.js';
+import { cpuMillis, freePort } from './processes.js';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 5);
 const WARMUP = 2;
 const CONNECTIONS = 50;
 const POSTGRES_URL = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const CLIENT_SECRET = 'bench-admin-client-secret-0123456789abcdefghij';
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** The server and every process it started (the workers). */
 function processTree(pid: number): number[] {

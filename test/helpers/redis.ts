@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import { Redis } from 'ioredis';
+import { freePort } from './server-process.js';
 
 /**
  * The Redis suites run against the shared Redis when it answers. With PORTCULLIS_TEST_REDIS=require (set by
@@ -38,17 +38,6 @@ export async function isRedisAvailable(): Promise<boolean> {
 }
 
 export const REDIS_AVAILABLE = await isRedisAvailable();
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** A Redis of the test's own, on a free port of 127.0.0.1, that it may stop and start again. */
 export class PrivateRedis {
