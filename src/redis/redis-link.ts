@@ -24,6 +24,8 @@ export class RedisLink {
   readonly #handlers = new Map<string, (message: string) => void>();
   #down = false;
   #closing = false;
+  /** The subscriber connection is up and holds every channel. */
+  #subscribed = false;
   get #prefix(): string {
     return this.namespace === '' ? '' : `${this.namespace}:`;
   }
@@ -48,15 +50,16 @@ export class RedisLink {
     // In subscriber mode a connection accepts no other command, not even ioredis' ready check: the channels
     // are subscribed here whenever the connection becomes ready (again), never queued before.
     this.#subscriber = new Redis(url, { retryStrategy, maxRetriesPerRequest: null, autoResubscribe: false, connectionName: 'portcullis-subscriber' });
-    this.#subscriber.on('ready', () => this.#subscribeAll());
+    this.#subscriber.on('ready', () => void this.#subscribeAll());
+    this.#subscriber.on('close', () => (this.#subscribed = false));
     this.#subscriber.on('message', (channel: string, message: string) => this.#handlers.get(channel.slice(this.#prefix.length))?.(message));
     for (const connection of [this.commands, this.#subscriber]) {
       // Without a listener an `error` event would end the process; one warning per outage is enough.
       connection.on('error', (error: Error) => this.#wentDown(error));
       // A connection that Redis closes gives no error until the first reconnection fails.
       connection.on('close', () => this.#closing || this.#wentDown(new Error('The connection to Redis closed')));
-      connection.on('ready', () => this.#cameBack());
     }
+    this.commands.on('ready', () => this.#cameBack());
   }
 
   /** Whether commands can be sent now (both connections were last seen ready). */
@@ -78,9 +81,17 @@ export class RedisLink {
     if (this.#subscriber.status === 'ready') this.#subscriber.subscribe(this.#prefix + channel).catch((error: unknown) => this.#wentDown(error));
   }
 
-  #subscribeAll(): void {
+  /** Subscribes every channel on a (re)connected subscriber; Redis is back once that is done. */
+  async #subscribeAll(): Promise<void> {
     const channels = [...this.#handlers.keys()].map((channel) => this.#prefix + channel);
-    if (channels.length > 0) this.#subscriber.subscribe(...channels).catch((error: unknown) => this.#wentDown(error));
+    try {
+      if (channels.length > 0) await this.#subscriber.subscribe(...channels);
+    } catch (error) {
+      this.#wentDown(error);
+      return;
+    }
+    this.#subscribed = true;
+    this.#cameBack();
   }
 
   async close(): Promise<void> {
@@ -98,8 +109,9 @@ export class RedisLink {
     );
   }
 
+  /** Both connections are back, the channels subscribed again: events and notices flow again. */
   #cameBack(): void {
-    if (!this.#down) return;
+    if (!this.#down || this.commands.status !== 'ready' || !this.#subscribed) return;
     this.#down = false;
     this.logger.info({}, 'redis.available');
   }
