@@ -1,4 +1,5 @@
 import { createClient, type Client } from 'graphql-ws';
+import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import WebSocket from 'ws';
@@ -7,6 +8,7 @@ import { runCli } from '../cli/cli-process.js';
 import { createTestDatabase, isPostgresAvailable, type TestDatabase } from '../helpers/databases.js';
 import { PrivateRedis, REDIS_AVAILABLE } from '../helpers/redis.js';
 import { freePort, startServer, waitUntilLive, type Running } from '../helpers/server-process.js';
+import { overSocket, SignInBrowser } from '../helpers/sign-in-browser.js';
 
 // Two server processes on one PostgreSQL database and one Redis, as operators run them behind a load
 // balancer: what one issues, the other accepts; what one revokes, the other refuses within a second (through
@@ -17,6 +19,7 @@ const POSTGRES = await isPostgresAvailable();
 const PROPAGATION_MS = 1000;
 const RATE_LIMIT = 60;
 const PASSWORD = 'correct horse battery staple 42';
+const ISSUER = 'http://127.0.0.1:8080';
 
 interface Instance {
   server: Running;
@@ -81,7 +84,7 @@ describe.skipIf(!POSTGRES || !REDIS_AVAILABLE)('two instances on one PostgreSQL 
       DATABASE_URL: database.url!,
       REDIS_URL: redis.url,
       // The address clients know them by (the load balancer's): both issue and accept tokens for it.
-      ISSUER: 'http://127.0.0.1:8080',
+      ISSUER,
       METRICS_PORT: String(metricsPort),
       OAUTH_PASSWORD_GRANT: 'enabled',
       RATE_LIMIT_MAX: String(RATE_LIMIT),
@@ -238,6 +241,47 @@ describe.skipIf(!POSTGRES || !REDIS_AVAILABLE)('two instances on one PostgreSQL 
     const again = await form(a.server.base, '/oauth/token', { grant_type: 'refresh_token', refresh_token: String(winner.body.refresh_token) }, credentials);
     expect(again).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
     await expectRefusedWithin(b.server.base, String(winner.body.access_token));
+  });
+
+  it('redeems an authorization code presented at the two instances at once for one of them only, and the reuse revokes what the winner received', async () => {
+    await cli(['users', 'create', '--email', 'code.user@example.com', '--name', 'Code', '--role', 'member', '--password', PASSWORD]);
+    const redirectUri = 'https://app.example/cb';
+    const web = await cli(['clients', 'create', '--name', 'Web', '--type', 'confidential', '--grant', 'authorization_code', '--grant', 'refresh_token', '--redirect-uri', redirectUri, '--scope', 'read:posts']);
+    const credentials: [string, string] = [String(web.clientId), String(web.clientSecret)];
+    const verifier = randomBytes(32).toString('base64url');
+    const authorize = new URLSearchParams({
+      response_type: 'code',
+      client_id: credentials[0],
+      redirect_uri: redirectUri,
+      scope: 'read:posts',
+      state: 'state-1',
+      code_challenge: createHash('sha256').update(verifier).digest('base64url'),
+      code_challenge_method: 'S256',
+    });
+    // The user signs in and consents at one instance; the pages' redirects are relative, so the browser stays
+    // on that instance until it is sent to the client.
+    const outcome = await new SignInBrowser(overSocket(a.server.base), a.server.base).visit(`/oauth/authorize?${authorize}`, { email: 'code.user@example.com', password: PASSWORD });
+    expect(outcome.page?.body).toBeUndefined();
+    expect(`${outcome.redirect!.origin}${outcome.redirect!.pathname}`).toBe(redirectUri);
+    expect(Object.fromEntries(outcome.redirect!.searchParams)).toEqual({ code: expect.any(String), state: 'state-1', iss: ISSUER });
+    const code = outcome.redirect!.searchParams.get('code')!;
+
+    const exchange = { grant_type: 'authorization_code', code, redirect_uri: redirectUri, code_verifier: verifier };
+    const answers = await Promise.all([a, b].map((instance) => form(instance.server.base, '/oauth/token', exchange, credentials)));
+    expect(answers.map((answer) => answer.status).sort(), JSON.stringify(answers.map((answer) => answer.body))).toEqual([200, 400]);
+    const winner = answers.find((answer) => answer.status === 200)!;
+    const loser = answers.find((answer) => answer.status === 400)!;
+    expect(winner.body).toMatchObject({ access_token: expect.any(String), refresh_token: expect.any(String) });
+    // The two exchanges take the user's lock in turn, so the loser finds the code redeemed by an exchange
+    // that issued tokens: a reuse, not a failed exchange, and nothing is issued to it.
+    expect(loser.body).toEqual({ error: 'invalid_grant', error_description: 'The code was already used; the tokens issued for it are revoked.' });
+    expect(loser.body).not.toHaveProperty('access_token');
+    // A code presented twice has leaked: what the winner received ends with it, on both instances.
+    await expectRefusedWithin(a.server.base, String(winner.body.access_token));
+    await expectRefusedWithin(b.server.base, String(winner.body.access_token));
+    const refreshed = await form(b.server.base, '/oauth/token', { grant_type: 'refresh_token', refresh_token: String(winner.body.refresh_token) }, credentials);
+    expect(refreshed).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
+    expect(refreshed.body).not.toHaveProperty('access_token');
   });
 
   it('goes on without Redis: requests answered, revocations reach the other instance through the database sequence; events cross again once Redis is back', async () => {
