@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { RateLimiterCluster, RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import { RateLimiterCluster, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 
 /**
  * Request budgets per key (an address, a client, a user), reported with the IETF RateLimit header fields
@@ -23,11 +23,14 @@ interface StoreOptions {
   duration: number;
 }
 
-/** Where a budget's counters live. */
-export type LimiterStore = (options: StoreOptions) => RateLimiterAbstract;
+/**
+ * Where a budget's counters live: in this process (counted synchronously, so a request that waits for
+ * nothing else is not charged a promise), or in a store every process shares.
+ */
+export type LimiterStore = 'in-process' | ((options: StoreOptions) => RateLimiterAbstract);
 
 /** In this process: one server on its own. */
-export const inProcessStore: LimiterStore = (options) => new RateLimiterMemory(options);
+export const inProcessStore: LimiterStore = 'in-process';
 
 /** In Redis (REDIS_URL): every instance and worker draws on the same counters. */
 export function redisStore(redis: Redis, namespace = 'portcullis'): LimiterStore {
@@ -39,19 +42,71 @@ export function redisStore(redis: Redis, namespace = 'portcullis'): LimiterStore
 /** In the cluster's primary process (WORKERS > 1 without Redis), asked over node:cluster's IPC channel. */
 export const clusterStore: LimiterStore = (options) => new RateLimiterCluster({ ...options, timeoutMs: 1000 });
 
-/** What a store counts up to: the stores only count, and each request is judged here against its budget. */
+/** What a key has spent in its window, and when that window ends. */
+interface Spent {
+  points: number;
+  msLeft: number;
+}
+
+/**
+ * Fixed windows counted in this process, synchronously. A key's window opens with its first point and
+ * lasts `windowMs`; windows that ended are swept once per window, so the map holds at most the keys seen
+ * in the last two windows.
+ */
+export class WindowCounters {
+  readonly #windows = new Map<string, { points: number; endsAt: number }>();
+  #sweepAt: number;
+
+  constructor(readonly windowMs: number) {
+    this.#sweepAt = Date.now() + windowMs;
+  }
+
+  take(key: string, weight: number, now = Date.now()): Spent {
+    if (now >= this.#sweepAt) this.#sweep(now);
+    let window = this.#windows.get(key);
+    if (window === undefined || window.endsAt <= now) {
+      window = { points: 0, endsAt: now + this.windowMs };
+      this.#windows.set(key, window);
+    }
+    window.points += weight;
+    return { points: window.points, msLeft: window.endsAt - now };
+  }
+
+  /** Gives back points of the key's current window (none once it has ended), never below zero. */
+  give(key: string, weight: number, now = Date.now()): void {
+    const window = this.#windows.get(key);
+    if (window !== undefined && window.endsAt > now) window.points = Math.max(0, window.points - weight);
+  }
+
+  delete(key: string): void {
+    this.#windows.delete(key);
+  }
+
+  /** Keys with a window open or not yet swept (tests). */
+  get size(): number {
+    return this.#windows.size;
+  }
+
+  #sweep(now: number): void {
+    for (const [key, window] of this.#windows) if (window.endsAt <= now) this.#windows.delete(key);
+    this.#sweepAt = now + this.windowMs;
+  }
+}
+
+/** What a shared store counts up to: it only counts, and each request is judged here against its budget. */
 const COUNT_ONLY = 2 ** 31 - 1;
 
 /**
  * One named budget: `points` per `windowSeconds` for each key. The store counts what each key spent in its
  * window, and the budget is judged here, so one counter serves keys with budgets of their own (a client
- * registered with its own `rateLimit`). When the store fails (Redis unreachable, the primary not
+ * registered with its own `rateLimit`). When a shared store fails (Redis unreachable, the primary not
  * answering), the policy counts in this process instead until the store answers again: limits stay
  * enforced, per process, and no request fails because of the counters.
  */
 export class RateLimitPolicy {
-  readonly #limiter: RateLimiterAbstract;
-  readonly #fallback: RateLimiterAbstract;
+  /** In-process counters: the store itself, or the fallback of a shared store. */
+  readonly #local: WindowCounters;
+  readonly #shared: RateLimiterAbstract | null;
 
   constructor(
     readonly name: string,
@@ -61,51 +116,67 @@ export class RateLimitPolicy {
     private readonly onRefused?: (policy: string) => void,
     store: LimiterStore = inProcessStore,
   ) {
-    const options = { keyPrefix: name, points: COUNT_ONLY, duration: windowSeconds };
-    this.#limiter = store(options);
-    this.#fallback = store === inProcessStore ? this.#limiter : new RateLimiterMemory(options);
+    this.#local = new WindowCounters(windowSeconds * 1000);
+    this.#shared = store === 'in-process' ? null : store({ keyPrefix: name, points: COUNT_ONLY, duration: windowSeconds });
   }
 
   /**
    * Takes `weight` points from the key's budget; `allowed` is false once the window's budget is spent (a
    * refused request counts too: retrying early does not help). `points`: the key's own budget, when it has
-   * one, instead of the policy's.
+   * one, instead of the policy's. Answers at once when the counters are in this process, else a promise.
    */
-  async consume(key: string, weight = 1, points: number | null = null): Promise<RateLimitResult> {
+  take(key: string, weight = 1, points: number | null = null): RateLimitResult | Promise<RateLimitResult> {
     const budget = points ?? this.points;
-    const res = await this.#limiter.consume(key, weight).catch((failure: unknown) => this.#orFallback(failure, () => this.#fallback.consume(key, weight)));
-    const allowed = res.consumedPoints <= budget;
-    if (!allowed) this.onRefused?.(this.name);
-    return this.#result(res, allowed, budget);
+    if (this.#shared === null) return this.#judge(this.#local.take(key, weight), budget);
+    return this.#shared.consume(key, weight).then(
+      (res) => this.#judge({ points: res.consumedPoints, msLeft: res.msBeforeNext }, budget),
+      (failure: unknown) => {
+        if (failure instanceof RateLimiterRes) throw failure;
+        return this.#judge(this.#local.take(key, weight), budget);
+      },
+    );
+  }
+
+  /** `take`, always as a promise. */
+  async consume(key: string, weight = 1, points: number | null = null): Promise<RateLimitResult> {
+    return this.take(key, weight, points);
   }
 
   /** Forgets the key's spending (a successful sign-in clears the account's failures). */
   async reset(key: string): Promise<void> {
-    await this.#limiter.delete(key).catch((failure: unknown) => this.#orFallback(failure, () => this.#fallback.delete(key)));
+    this.#local.delete(key);
+    if (this.#shared !== null) await this.#shared.delete(key).catch((failure: unknown) => this.#unlessRefusal(failure));
   }
 
   /** Gives back `weight` points taken by `consume` (a reservation that turned out not to be spent). */
   async refund(key: string, weight = 1): Promise<void> {
-    const limiter = await this.#limiter.reward(key, weight).then(
-      (res) => ({ res, limiter: this.#limiter }),
-      (failure: unknown) => this.#orFallback(failure, async () => ({ res: await this.#fallback.reward(key, weight), limiter: this.#fallback })),
-    );
+    if (this.#shared === null) {
+      this.#local.give(key, weight);
+      return;
+    }
+    const shared = this.#shared;
+    const res = await shared.reward(key, weight).catch((failure: unknown) => {
+      this.#unlessRefusal(failure);
+      this.#local.give(key, weight);
+      return null;
+    });
     // The window ended in between: the reward opened a new one below zero, which would be a free point.
-    if (limiter.res.consumedPoints < 0) await limiter.limiter.delete(key);
+    if (res !== null && res.consumedPoints < 0) await shared.delete(key);
   }
 
-  /** A store failure is answered by the fallback store; in-process counting has none and fails as it is. */
-  #orFallback<T>(failure: unknown, fallback: () => Promise<T>): Promise<T> {
-    if (failure instanceof RateLimiterRes || this.#fallback === this.#limiter) throw failure;
-    return fallback();
+  /** A store failure is answered in this process; anything else fails as it is. */
+  #unlessRefusal(failure: unknown): void {
+    if (failure instanceof RateLimiterRes) throw failure;
   }
 
-  #result(res: RateLimiterRes, allowed: boolean, points: number): RateLimitResult {
+  #judge(spent: Spent, budget: number): RateLimitResult {
+    const allowed = spent.points <= budget;
+    if (!allowed) this.onRefused?.(this.name);
     return {
       allowed,
-      limit: points,
-      remaining: Math.max(0, points - res.consumedPoints),
-      resetSeconds: Math.max(1, Math.ceil(res.msBeforeNext / 1000)),
+      limit: budget,
+      remaining: Math.max(0, budget - spent.points),
+      resetSeconds: Math.max(1, Math.ceil(spent.msLeft / 1000)),
       policyName: this.name,
       windowSeconds: this.windowSeconds,
     };

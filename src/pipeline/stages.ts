@@ -48,9 +48,13 @@ function refuseCredential(ex: Exchange, deps: PipelineDeps, error: unknown): Pro
   if (!(error instanceof ApiError)) throw error;
   ex.decision = { decision: 'deny', reason: 'authentication' };
   // A refused credential spends the address's anonymous budget: guessing tokens is limited like probing.
-  return charge(ex, deps.limiter.anonymous.consume(addressKey(ex.sourceAddress))).then(() => {
-    throw error;
-  });
+  const charged = charge(ex, deps.limiter.anonymous.take(addressKey(ex.sourceAddress)));
+  if (charged instanceof Promise) {
+    return charged.then(() => {
+      throw error;
+    });
+  }
+  throw error;
 }
 
 /**
@@ -62,8 +66,8 @@ function refuseCredential(ex: Exchange, deps: PipelineDeps, error: unknown): Pro
  */
 export function limitAddress(ex: Exchange, deps: PipelineDeps): StageResult {
   const authorization = ex.credentials.authorization;
-  if (authorization === undefined || authorization === '' || hasVerifiedBearer(authorization, deps.tokens)) return;
-  return charge(ex, deps.limiter.address.consume(addressKey(ex.sourceAddress)), false);
+  if (authorization === undefined || authorization === '' || hasVerifiedBearer(ex.credentials, deps.tokens)) return;
+  return charge(ex, deps.limiter.address.take(addressKey(ex.sourceAddress)), false);
 }
 
 /**
@@ -77,16 +81,18 @@ export function limit(ex: Exchange, deps: PipelineDeps): StageResult {
 /**
  * Takes `weight` points from the budgets of the caller the exchange has identified (a GraphQL request
  * weighs its computed cost: `limit` took one point, the rest is taken once the document is measured).
+ * Synchronous while the counters are in this process.
  */
-export function chargeCaller(ex: Exchange, deps: PipelineDeps, weight: number): Promise<void> {
+export function chargeCaller(ex: Exchange, deps: PipelineDeps, weight: number): StageResult {
   const principal = ex.principal;
-  if (principal.kind === 'anonymous') return charge(ex, deps.limiter.anonymous.consume(addressKey(ex.sourceAddress), weight));
-  const client = deps.limiter.client.consume(principal.clientId, weight, principal.clientRateLimit);
+  if (principal.kind === 'anonymous') return charge(ex, deps.limiter.anonymous.take(addressKey(ex.sourceAddress), weight));
+  const client = deps.limiter.client.take(principal.clientId, weight, principal.clientRateLimit);
   if (principal.kind === 'client') return charge(ex, client);
-  return charge(
-    ex,
-    Promise.all([deps.limiter.user.consume(principal.subject, weight), client]).then(([user, byClient]) => tighter(user, byClient)),
-  );
+  const user = deps.limiter.user.take(principal.subject, weight);
+  if (user instanceof Promise || client instanceof Promise) {
+    return charge(ex, Promise.all([user, client]).then(([byUser, byClient]) => tighter(byUser, byClient)));
+  }
+  return charge(ex, tighter(user, client));
 }
 
 /** The budget that refuses, or the one closer to running out (the client's on a tie). */
@@ -99,15 +105,18 @@ function tighter(user: RateLimitResult, client: RateLimitResult): RateLimitResul
  * Applies a budget's answer: the caller is told about it (unless only refusals should show it), and 429
  * when it is spent.
  */
-function charge(ex: Exchange, pending: Promise<RateLimitResult>, report = true): Promise<void> {
-  return pending.then((result) => {
-    if (report || !result.allowed) ex.rateLimit = result;
-    if (!result.allowed) {
-      throw new ApiError('RATE_LIMITED', `Too many requests; retry in ${result.resetSeconds} s.`, {
-        headers: { 'retry-after': String(result.resetSeconds) },
-      });
-    }
-  });
+function charge(ex: Exchange, answer: RateLimitResult | Promise<RateLimitResult>, report = true): StageResult {
+  if (answer instanceof Promise) return answer.then((result) => admit(ex, result, report));
+  admit(ex, answer, report);
+}
+
+function admit(ex: Exchange, result: RateLimitResult, report: boolean): void {
+  if (report || !result.allowed) ex.rateLimit = result;
+  if (!result.allowed) {
+    throw new ApiError('RATE_LIMITED', `Too many requests; retry in ${result.resetSeconds} s.`, {
+      headers: { 'retry-after': String(result.resetSeconds) },
+    });
+  }
 }
 
 /** The check a coarse refusal came from, by the error it was answered with (anything else: the role). */

@@ -197,7 +197,7 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
         // Each event runs the whole document again: it weighs the subscription's cost against the caller's
         // budgets, and a subscription whose caller has spent them ends with RATE_LIMITED.
         const cost = costOf.get(args.contextValue as GraphqlContext) ?? 1;
-        const charge = () => chargeCaller(connection.exchange, deps, cost);
+        const charge = async () => chargeCaller(connection.exchange, deps, cost);
         const result = await subscribeEvents(args, () => contextOf(connection), charge, (stream) => connection.streams.delete(stream));
         if (!(Symbol.asyncIterator in result)) return result;
         // A socket closed meanwhile has nobody to deliver to.
