@@ -1,7 +1,7 @@
 import { ApiError } from '../errors/registry.js';
 import { isInvalidTokenError } from '../oauth/tokens/invalid-token-error.js';
 import type { TokenService } from '../oauth/tokens/token-service.js';
-import { ANONYMOUS, type Principal } from '../policy/principal.js';
+import { ANONYMOUS, type Principal, type TokenPrincipal } from '../policy/principal.js';
 import type { SubjectDirectory, SubjectStatus } from './subject-directory.js';
 import type { VerifiedToken } from '../oauth/tokens/verified-token.js';
 import type { MaybePromise } from '../policy/maybe-promise.js';
@@ -20,6 +20,19 @@ export interface AuthenticationInput {
   authorization: string | undefined;
   /** Whether the query string carries `access_token` (RFC 6750 §2.3 is not supported: tokens leak in logs). */
   tokenInQuery: boolean;
+  /**
+   * The token of the usual `Bearer <token>` form (null: another form), taken from the header once per
+   * request: a map hashes a string once, so every cache lookup of the request reuses that hash.
+   */
+  usualToken?: string | null;
+}
+
+function usualToken(input: AuthenticationInput): string | null {
+  if (input.usualToken === undefined) {
+    const header = input.authorization;
+    input.usualToken = header !== undefined && header.startsWith('Bearer ') ? header.slice(7) : null;
+  }
+  return input.usualToken;
 }
 
 function invalidToken(description: string): ApiError {
@@ -42,7 +55,7 @@ export function authenticate(input: AuthenticationInput, deps: AuthenticateDeps)
   if (input.authorization === undefined || input.authorization === '') return ANONYMOUS;
   // The usual form, "Bearer <token>" with a token verified before, needs no parsing: the cache holds only
   // tokens that matched the grammar below.
-  const usual = input.authorization.startsWith('Bearer ') ? input.authorization.slice(7) : null;
+  const usual = usualToken(input);
   if (usual !== null) {
     const known = decideCached(usual, deps);
     if (known !== undefined) return known;
@@ -61,9 +74,19 @@ export function authenticate(input: AuthenticationInput, deps: AuthenticateDeps)
 }
 
 /** Whether the header carries, in the usual form, a token this server has verified and still caches. */
-export function hasVerifiedBearer(authorization: string | undefined, tokens: TokenService): boolean {
-  return authorization !== undefined && authorization.startsWith('Bearer ') && tokens.hasCachedAccessToken(authorization.slice(7));
+export function hasVerifiedBearer(input: AuthenticationInput, tokens: TokenService): boolean {
+  const token = usualToken(input);
+  return token !== null && tokens.hasCachedAccessToken(token);
 }
+
+/** The principal a verified token was last decided to be, and the statuses that decided it. */
+interface Decided {
+  subject: SubjectStatus;
+  client: SubjectStatus;
+  principal: TokenPrincipal;
+}
+
+const decided = new WeakMap<VerifiedToken, Decided>();
 
 /** The principal from caches alone (token, subject and client all known), or undefined. */
 function decideCached(token: string, deps: AuthenticateDeps): Principal | undefined {
@@ -102,7 +125,20 @@ async function verifyAndLookUp(raw: string, deps: AuthenticateDeps): Promise<Pri
   return principalOf(token, subject, client);
 }
 
-function principalOf(token: VerifiedToken, subject: SubjectStatus | null, client: SubjectStatus | null): Principal {
+/**
+ * The principal of a verified token with its subject's and client's statuses. A status read again is a new
+ * object, never one changed in place: the same token with the same statuses is the same principal, which is
+ * immutable and so is shared by the token's requests.
+ */
+function principalOf(token: VerifiedToken, subject: SubjectStatus | null, client: SubjectStatus | null): TokenPrincipal {
+  const last = decided.get(token);
+  if (last !== undefined && last.subject === subject && last.client === client) return last.principal;
+  const principal = buildPrincipal(token, subject, client);
+  decided.set(token, { subject: subject!, client: client!, principal });
+  return principal;
+}
+
+function buildPrincipal(token: VerifiedToken, subject: SubjectStatus | null, client: SubjectStatus | null): TokenPrincipal {
   // A client without a role (no client_credentials) cannot act on its own behalf.
   if (!subject || !subject.active || subject.role === null) throw invalidToken('The token subject is no longer active');
   // A deleted client's tokens end with it, user tokens included (verified tokens are cached by token, and
@@ -112,7 +148,7 @@ function principalOf(token: VerifiedToken, subject: SubjectStatus | null, client
   if (client.id !== token.clientRegistrationId) throw invalidToken('The client of the token is no longer registered');
   // A self-contained token has no row to mark: the client's tokens were revoked since it was issued.
   if (token.clientRevocations !== null && token.clientRevocations !== client.revocations) throw invalidToken('The access token was revoked');
-  return {
+  return Object.freeze({
     kind: token.subjectType,
     subject: token.subject,
     id: subject.id,
@@ -122,8 +158,8 @@ function principalOf(token: VerifiedToken, subject: SubjectStatus | null, client
     clientRateLimit: client.rateLimit,
     // What the client may hold now: removing a scope from a client narrows the tokens it already has.
     scopes: effectiveScopes(token.scopes, client.scopes),
-    token: { jti: token.jti, format: token.format, grantType: token.grantType, issuedAt: token.issuedAt, expiresAt: token.expiresAt },
-  };
+    token: Object.freeze({ jti: token.jti, format: token.format, grantType: token.grantType, issuedAt: token.issuedAt, expiresAt: token.expiresAt }),
+  });
 }
 
 function effectiveScopes(granted: readonly string[], allowed: ReadonlySet<string> | null): Set<string> {
