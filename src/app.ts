@@ -166,7 +166,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   // turn: decisions are recorded as the response completes), so the map holds at most the requests in flight.
   const traces = new Map<string, string>();
   const forgetTrace = (requestId: string) => {
-    if (traces.has(requestId)) setImmediate(() => traces.delete(requestId));
+    if (traces.size > 0 && traces.has(requestId)) setImmediate(() => traces.delete(requestId));
   };
   const fastify = Fastify({
     logger: {
@@ -302,7 +302,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const audit = new AuditLog(db, fastify.log, {
     failureWindowMs: config.audit.failureWindowSeconds * 1000,
     maxPending: config.audit.maxPending,
-    traceOf: (requestId) => traces.get(requestId) ?? null,
+    traceOf: (requestId) => (traces.size === 0 ? null : (traces.get(requestId) ?? null)),
     observe: (decision) => metrics.decision(decision.interface, decision.decision, decision.reason),
   });
   const maintenance = startMaintenance(db, fastify.log);
@@ -344,8 +344,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   // Every answer, by interface and operation (the contract's operationId, `graphql`, the authorization
   // server's route, or `unmatched`: a bounded label whatever the path); then its trace id can go.
   fastify.addHook('onResponse', (request, reply, done) => {
-    const route = request.routeOptions.config?.route;
-    const url = request.routeOptions.url;
+    // Read once: Fastify builds routeOptions anew on every read.
+    const options = request.routeOptions;
+    const route = options.config?.route;
+    const url = options.url;
     let iface = 'other';
     let operation = url ?? 'unmatched';
     if (route) [iface, operation] = ['rest', route.operationId];

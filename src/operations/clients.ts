@@ -17,7 +17,7 @@ export const listClients: Handler<'listClients'> = async ({ query }, { principal
   return { status: 200, body: pageBody(page.rows.map(clients.viewOf), page, query.limit ?? 20) };
 };
 
-export const getClient: Handler<'getClient'> = async (_input, { resource }) => ({ status: 200, body: clients.viewOf(resource!) });
+export const getClient: Handler<'getClient'> = (_input, { resource }) => ({ status: 200, body: clients.viewOf(resource!) });
 
 export const createClient: Handler<'createClient'> = async ({ body }, { deps }) => {
   checkClientSettings(deps.policy, body);

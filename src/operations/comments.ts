@@ -7,6 +7,7 @@ import { listReadable } from '../resources/lists.js';
 import { pageBody, pageRequest } from './pages.js';
 import { callerId } from './subject.js';
 import type { Handler } from './types.js';
+import { thenMaybe } from '../policy/maybe-promise.js';
 
 export const listPostComments: Handler<'listPostComments'> = async ({ params, query }, { principal, deps, loaders }) => {
   // The post itself was loaded and its read rule checked by the pipeline (x-resource).
@@ -23,10 +24,8 @@ export const createComment: Handler<'createComment'> = async ({ params, body }, 
   return { status: 201, body: comments.viewOf(row), headers: { location: `/v1/comments/${row.id}` } };
 };
 
-export const getComment: Handler<'getComment'> = async ({ query }, { principal, resource, deps, loaders }) => {
-  const [comment] = await expandAll({ principal, loaders, policy: deps.policy }, comments, [resource!], query.expand);
-  return { status: 200, body: comment! };
-};
+export const getComment: Handler<'getComment'> = ({ query }, { principal, resource, deps, loaders }) =>
+  thenMaybe(expandAll({ principal, loaders, policy: deps.policy }, comments, [resource!], query.expand), ([comment]) => ({ status: 200, body: comment! }));
 
 export const replaceComment: Handler<'replaceComment'> = async ({ body }, { resource, deps }) => {
   const current = comments.viewOf(resource!);

@@ -8,6 +8,7 @@ import { pageBody, pageRequest } from './pages.js';
 import { callerId } from './subject.js';
 import { changedMeanwhile } from './changed-meanwhile.js';
 import type { Handler } from './types.js';
+import { thenMaybe } from '../policy/maybe-promise.js';
 
 export const listPosts: Handler<'listPosts'> = async ({ query }, { principal, deps, loaders }) => {
   const page = await listReadable(deps, principal, posts, query, pageRequest(query));
@@ -21,10 +22,8 @@ export const listUserPosts: Handler<'listUserPosts'> = async ({ params, query },
   return { status: 200, body: pageBody(data, page, query.limit ?? 20) };
 };
 
-export const getPost: Handler<'getPost'> = async ({ query }, { principal, resource, deps, loaders }) => {
-  const [post] = await expandAll({ principal, loaders, policy: deps.policy }, posts, [resource!], query.expand);
-  return { status: 200, body: post! };
-};
+export const getPost: Handler<'getPost'> = ({ query }, { principal, resource, deps, loaders }) =>
+  thenMaybe(expandAll({ principal, loaders, policy: deps.policy }, posts, [resource!], query.expand), ([post]) => ({ status: 200, body: post! }));
 
 export const createPost: Handler<'createPost'> = async ({ body }, { principal, deps }) => {
   const now = nowIso();

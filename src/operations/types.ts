@@ -1,3 +1,4 @@
+import type { MaybePromise } from '../policy/maybe-promise.js';
 import type { Kysely } from 'kysely';
 import type { EventPublisher } from '../events/event-bus.js';
 import type { operations } from '../../generated/openapi.js';
@@ -68,7 +69,8 @@ export interface OperationInput<K extends OperationId> {
   body: RequestBody<K>;
 }
 
-export type Handler<K extends OperationId> = (input: OperationInput<K>, ctx: OperationContext) => Promise<HandlerResult<K>>;
+/** A handler answers at once when it waits for nothing (a read served by the resource the pipeline loaded). */
+export type Handler<K extends OperationId> = (input: OperationInput<K>, ctx: OperationContext) => MaybePromise<HandlerResult<K>>;
 
 /** Every operation in the contract must have a handler: a missing one fails the typecheck. */
 export type OperationHandlers = { [K in OperationId]: Handler<K> };
@@ -77,4 +79,4 @@ export type OperationHandlers = { [K in OperationId]: Handler<K> };
  * The handler table as the REST adapter calls it, by operationId: the contract's, or one that serves a
  * contract with more operations (a resource type added in a test).
  */
-export type HandlerTable = Readonly<Record<string, (input: never, ctx: OperationContext) => Promise<unknown>>>;
+export type HandlerTable = Readonly<Record<string, (input: never, ctx: OperationContext) => MaybePromise<unknown>>>;

@@ -17,7 +17,7 @@ export const listUsers: Handler<'listUsers'> = async ({ query }, { principal, de
   return { status: 200, body: pageBody(page.rows.map(users.viewOf), page, query.limit ?? 20) };
 };
 
-export const getUser: Handler<'getUser'> = async (_input, { resource }) => ({ status: 200, body: users.viewOf(resource!) });
+export const getUser: Handler<'getUser'> = (_input, { resource }) => ({ status: 200, body: users.viewOf(resource!) });
 
 export const createUser: Handler<'createUser'> = async ({ body }, { deps }) => {
   const user = { id: newId(), email: body.email, name: body.name, role: body.role, active: body.active ?? true, passwordHash: await hashPassword(body.password) };

@@ -2,6 +2,7 @@ import { decideAccess, resourceTypeAccess } from '../policy/decide.js';
 import type { Principal } from '../policy/principal.js';
 import { evaluateRule, type ResourceRow } from '../policy/resource-rule.js';
 import type { PolicyTable } from '../policy/table.js';
+import type { MaybePromise } from '../policy/maybe-promise.js';
 import type { ResourceLoaders } from './loaders.js';
 import type { ResourceModule } from './resource-module.js';
 
@@ -19,14 +20,20 @@ export interface ExpandContext {
  * direct read would hide. The loaders batch the reads, one statement
  * per related type however many items.
  */
-export async function expandAll<View>(
+export function expandAll<View>(
   ctx: ExpandContext,
   module: ResourceModule<View>,
   items: readonly ResourceRow[],
   expand: readonly string[] | undefined,
-): Promise<View[]> {
-  const names = (expand ?? []).filter((name) => name in module.expansions);
+): MaybePromise<View[]> {
+  // Nothing to embed: the views at once, no promise.
+  if (expand === undefined || expand.length === 0) return items.map((item) => module.viewOf(item));
+  const names = expand.filter((name) => name in module.expansions);
   if (names.length === 0) return items.map((item) => module.viewOf(item));
+  return embed(ctx, module, items, names);
+}
+
+async function embed<View>(ctx: ExpandContext, module: ResourceModule<View>, items: readonly ResourceRow[], names: readonly string[]): Promise<View[]> {
   const expanded = await Promise.all(
     items.map(async (item) => {
       const embedded = await Promise.all(names.map(async (name) => [name, await readable(ctx, module.expansions[name]!.type, item[module.expansions[name]!.via])] as const));

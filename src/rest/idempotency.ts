@@ -1,3 +1,4 @@
+import type { MaybePromise } from '../policy/maybe-promise.js';
 import { createHmac, hkdfSync } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Kysely } from 'kysely';
@@ -62,8 +63,8 @@ export function runIdempotent(
   db: Kysely<Database>,
   hashKey: Buffer,
   ex: RestExchange,
-  run: () => Promise<HandlerResponse>,
-): Promise<HandlerResponse & { replayed?: boolean }> {
+  run: () => MaybePromise<HandlerResponse>,
+): MaybePromise<HandlerResponse & { replayed?: boolean }> {
   const key = ex.headers['idempotency-key'];
   // Anything but a keyed POST runs as it is: no wrapping on every GET.
   if (ex.method !== 'POST' || typeof key !== 'string' || ex.principal.kind === 'anonymous') return run();
@@ -76,7 +77,7 @@ async function runWithKey(
   ex: RestExchange,
   principal: TokenPrincipal,
   key: string,
-  run: () => Promise<HandlerResponse>,
+  run: () => MaybePromise<HandlerResponse>,
 ): Promise<HandlerResponse & { replayed: boolean }> {
   // By registration and resource id, never by the reusable client_id: a client registered again under an
   // old client_id must not be answered with its predecessor's stored responses.

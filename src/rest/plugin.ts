@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Handler, HandlerTable } from '../operations/types.js';
 import { ResourceLoaders } from '../resources/loaders.js';
+import { thenMaybe, type MaybePromise } from '../policy/maybe-promise.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import type { DeprecatedUse } from '../deprecations/deprecated-use.js';
 import { recordDecision } from '../pipeline/record-decision.js';
@@ -54,23 +55,8 @@ export async function registerRest(app: FastifyInstance, deps: RestDeps): Promis
     scope.addContentTypeParser(['application/json', VENDOR_TYPE, MERGE_PATCH_TYPE], { parseAs: 'buffer' }, parseJsonBody);
     scope.decorateRequest('exchange', null);
 
-    scope.addHook('onRequest', (request, _reply, done) => {
-      const route = request.routeOptions.config.route;
-      if (!route) return done();
-      const ex = openExchange(request, route);
-      request.exchange = ex;
-      let pending;
-      try {
-        pending = runPhase('request', ex, deps);
-      } catch (error) {
-        return done(error as Error);
-      }
-      if (pending) pending.then(() => done(), done);
-      else done();
-    });
-
     // The decision is recorded once the response is sent, whichever way the request ended.
-    scope.addHook('onResponse', (request, reply, done) => {
+    const onResponse = (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
       const ex = request.exchange;
       if (ex) {
         recordDecision(ex, deps.audit);
@@ -81,7 +67,7 @@ export async function registerRest(app: FastifyInstance, deps: RestDeps): Promis
         }
       }
       done();
-    });
+    };
 
     scope.setErrorHandler((error, request, reply) => {
       const ex = request.exchange;
@@ -92,9 +78,10 @@ export async function registerRest(app: FastifyInstance, deps: RestDeps): Promis
     for (const route of deps.routes) {
       requestValidator(route); // compiled now, not on the first request
       const handle = operationRunner(route, deps);
+      const onRequest = requestPhase(route, deps);
       const versioned = route.path.replace(/\{([^}]+)\}/g, ':$1');
       for (const url of route.unversionedUrl === null ? [versioned] : [versioned, route.unversionedUrl]) {
-        scope.route({ method: route.method, url, schema: { response: route.schema.response }, config: { route }, handler: handle });
+        scope.route({ method: route.method, url, schema: { response: route.schema.response }, config: { route }, onRequest, onResponse, handler: handle });
       }
     }
   });
@@ -134,6 +121,22 @@ export function openExchange(request: FastifyRequest, route: RouteDefinition): R
   };
 }
 
+/** The route's onRequest hook: the pipeline's `request` phase, before the body is read. */
+function requestPhase(route: RouteDefinition, deps: RestDeps) {
+  return (request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void) => {
+    const ex = openExchange(request, route);
+    request.exchange = ex;
+    let pending;
+    try {
+      pending = runPhase('request', ex, deps);
+    } catch (error) {
+      return done(error as Error);
+    }
+    if (pending) pending.then(() => done(), done);
+    else done();
+  };
+}
+
 /** The route handler: the pipeline's `body` phase, the operation, then its response. */
 function operationRunner(route: RouteDefinition, deps: RestDeps) {
   const handler = deps.handlers[route.operationId] as unknown as Handler<never>;
@@ -142,14 +145,20 @@ function operationRunner(route: RouteDefinition, deps: RestDeps) {
     mergeBracketExpand(ex.query);
     ex.body = request.body;
     const pending = runPhase('body', ex, deps);
+    // Nothing returned when the response was sent at once: Fastify waits only for a promise.
     return pending ? pending.then(() => operate(handler, ex, deps, request, reply)) : operate(handler, ex, deps, request, reply);
   };
 }
 
-async function operate(handler: Handler<never>, ex: RestExchange, deps: RestDeps, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+/** Runs the operation and sends its response: at once when the handler waits for nothing, else a promise. */
+function operate(handler: Handler<never>, ex: RestExchange, deps: RestDeps, request: FastifyRequest, reply: FastifyReply): MaybePromise<void> {
   const input = { params: ex.params, query: ex.query, body: ex.body } as never;
   const context = { principal: ex.principal, resource: ex.resource, deps: deps.operations, loaders: new ResourceLoaders(deps.operations) };
-  const result = await runIdempotent(deps.operations.db, deps.idempotencyHashKey, ex, () => handler(input, context) as Promise<HandlerResponse>);
+  const result = runIdempotent(deps.operations.db, deps.idempotencyHashKey, ex, () => handler(input, context) as MaybePromise<HandlerResponse>);
+  return thenMaybe(result, (response) => respond(ex, deps, request, reply, response));
+}
+
+function respond(ex: RestExchange, deps: RestDeps, request: FastifyRequest, reply: FastifyReply, result: HandlerResponse & { replayed?: boolean }): void {
   if (result.replayed) reply.header('idempotent-replayed', 'true');
   if (ex.method !== 'GET' && ex.method !== 'HEAD') {
     const tag = deps.representations.written(ex.route, result);
@@ -157,7 +166,7 @@ async function operate(handler: Handler<never>, ex: RestExchange, deps: RestDeps
   }
   const next = (result.body as { page?: { next?: string | null } } | undefined)?.page?.next;
   if (typeof next === 'string') reply.header('link', nextLink(request.url, next));
-  return sendRepresentation(ex, reply, result);
+  sendRepresentation(ex, reply, result);
 }
 
 /** `expand[]=author` is accepted as a synonym of `expand=author`. */
