@@ -45,7 +45,7 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
  * wrapped by esbuild's keepNames helper, which costs the code with more closures (the pipeline) more than
  * the code with fewer (the references). BENCH_RUNTIME=tsx runs the TypeScript as it is.
  */
-function compiled(script: string): string {
+export function compiled(script: string): string {
   if (process.env.BENCH_RUNTIME === 'tsx' || !script.endsWith('.ts')) return script;
   const built = spawnSync(process.execPath, [path.join(ROOT, 'bin/build.js'), '--if-stale'], { stdio: 'inherit' });
   if (built.status !== 0) throw new Error('the build failed');

@@ -1,0 +1,101 @@
+/**
+ * `npm run bench:instructions`: instructions executed per request by the server's main thread, counted by
+ * valgrind's callgrind — a figure that does not drift with the machine's speed of the moment, so that a
+ * change of a few percent shows (requests per second on this shared virtual machine move by ±30 % between
+ * minutes). Each server runs the compiled code under callgrind with instrumentation off; after
+ * BENCH_WARMUP requests (default 80,000: V8 has then optimised what the request path runs, and its
+ * compiler threads are idle) instrumentation is switched on for BENCH_REQUESTS requests (default 5,000),
+ * 10 connections. Only the main thread is counted: V8's compiler and GC helper threads, the WAL checkpoint
+ * worker and libuv's pool do their work whenever they are scheduled. Instructions are not time — cache
+ * misses and the kernel's share (the socket writes) are not in them — but what the code asks of the CPU.
+ *
+ * Servers: the hand-written equivalent (bench/servers/hand-written.ts), the pipeline with a JWT and with an
+ * opaque token (bench/servers/pipeline.ts), and the hand-written code again in a process that has built the
+ * whole server first (servers/hand-written-beside-app.ts); two run at a time, one per core.
+ */
+import autocannon from 'autocannon';
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { compiled } from './processes.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 80_000);
+const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 5_000);
+
+interface Scenario {
+  name: string;
+  script: string;
+  token: 'token' | 'jwt' | 'opaque';
+}
+
+if (spawnSync('valgrind', ['--version']).status !== 0) {
+  console.error('valgrind is not installed (apt-get install -y valgrind): nothing measured.');
+  process.exit(1);
+}
+
+// Compiled as the other benchmarks run them (bench/processes.ts): dist/src/ and the scripts beside it.
+const HAND_WRITTEN = compiled('bench/servers/hand-written.ts');
+const PIPELINE = compiled('bench/servers/pipeline.ts');
+const BESIDE_APP = compiled('bench/servers/hand-written-beside-app.ts');
+const SCENARIOS: Scenario[] = [
+  { name: 'hand-written equivalent (same work, no layers)', script: HAND_WRITTEN, token: 'token' },
+  { name: 'pipeline, JWT', script: PIPELINE, token: 'jwt' },
+  { name: 'pipeline, opaque token', script: PIPELINE, token: 'opaque' },
+  { name: 'hand-written equivalent, in a process that built the server', script: BESIDE_APP, token: 'token' },
+];
+
+async function measure(scenario: Scenario): Promise<number> {
+  const outDir = fs.mkdtempSync(path.join(os.tmpdir(), 'portcullis-callgrind-'));
+  const child = spawn(
+    'valgrind',
+    ['--tool=callgrind', '--instr-atstart=no', '--separate-threads=yes', `--callgrind-out-file=${path.join(outDir, 'out')}`, process.execPath, scenario.script],
+    {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'ignore'],
+      env: { ...process.env, NODE_ENV: 'production', ISSUER: 'https://bench.invalid', KEY_ENCRYPTION_SECRET: 'bench-key-encryption-secret-0123456789abcdef' },
+    },
+  );
+  try {
+    const line = await new Promise<string>((resolve, reject) => {
+      readline.createInterface({ input: child.stdout! }).on('line', (l) => l.startsWith('{"bench":') && resolve(l));
+      child.once('exit', (code) => reject(new Error(`${scenario.script} exited with ${code}`)));
+    });
+    const info = (JSON.parse(line) as { bench: Record<string, any> }).bench;
+    const url = `http://127.0.0.1:${info.port}/v1/posts/${info.post.id}`;
+    const headers = { authorization: `Bearer ${info[scenario.token]}` };
+    await autocannon({ url, headers, connections: 10, amount: WARMUP, timeout: 60 });
+    spawnSync('callgrind_control', ['--instr=on', String(child.pid)]);
+    const result = await autocannon({ url, headers, connections: 10, amount: REQUESTS, timeout: 60 });
+    spawnSync('callgrind_control', ['--instr=off', String(child.pid)]);
+    spawnSync('callgrind_control', ['--dump', String(child.pid)]);
+    if (result.non2xx > 0 || result.errors > 0) throw new Error(`${scenario.name}: ${result.non2xx} non-2xx answers, ${result.errors} errors`);
+    // Thread 1 is the main thread: out.<n>-01.
+    const dump = fs.readdirSync(outDir).find((file) => file.endsWith('-01'));
+    const totals = dump ? /^totals: (\d+)/m.exec(fs.readFileSync(path.join(outDir, dump), 'utf8')) : null;
+    if (!totals) throw new Error(`${scenario.name}: callgrind wrote no dump of the main thread`);
+    return Number(totals[1]) / REQUESTS;
+  } finally {
+    child.kill('SIGKILL');
+    fs.rmSync(outDir, { recursive: true, force: true });
+  }
+}
+
+const counts = new Map<Scenario, number>();
+// Two at a time: callgrind runs a process on one core, and the counts do not depend on what else runs.
+for (let i = 0; i < SCENARIOS.length; i += 2) {
+  const pair = SCENARIOS.slice(i, i + 2);
+  const measured = await Promise.all(pair.map((scenario) => measure(scenario)));
+  pair.forEach((scenario, j) => counts.set(scenario, measured[j]!));
+}
+const reference = counts.get(SCENARIOS[0]!)!;
+console.log(`\nNode ${process.version}; ${WARMUP} warm-up requests, then ${REQUESTS} counted; main thread only\n`);
+console.log('| scenario | instructions/request | vs hand-written |');
+console.log('|---|---|---|');
+for (const scenario of SCENARIOS) {
+  const count = counts.get(scenario)!;
+  console.log(`| ${scenario.name} | ${Math.round(count / 1000)}k | ${(count / reference).toFixed(2)}x |`);
+}
