@@ -14,6 +14,8 @@ export interface RateLimitResult {
   resetSeconds: number;
   policyName: string;
   windowSeconds: number;
+  /** The `RateLimit-Policy` field value: `"<name>";q=<limit>;w=<window>`. */
+  policyField: string;
 }
 
 interface StoreOptions {
@@ -107,6 +109,8 @@ export class RateLimitPolicy {
   /** In-process counters: the store itself, or the fallback of a shared store. */
   readonly #local: WindowCounters;
   readonly #shared: RateLimiterAbstract | null;
+  /** The RateLimit-Policy field of the policy's own budget, written once. */
+  readonly #policyField: string;
 
   constructor(
     readonly name: string,
@@ -117,6 +121,7 @@ export class RateLimitPolicy {
     store: LimiterStore = inProcessStore,
   ) {
     this.#local = new WindowCounters(windowSeconds * 1000);
+    this.#policyField = policyField(name, points, windowSeconds);
     this.#shared = store === 'in-process' ? null : store({ keyPrefix: name, points: COUNT_ONLY, duration: windowSeconds });
   }
 
@@ -179,6 +184,7 @@ export class RateLimitPolicy {
       resetSeconds: Math.max(1, Math.ceil(spent.msLeft / 1000)),
       policyName: this.name,
       windowSeconds: this.windowSeconds,
+      policyField: budget === this.points ? this.#policyField : policyField(this.name, budget, this.windowSeconds),
     };
   }
 }
@@ -213,9 +219,13 @@ export class RateLimiter {
   }
 }
 
+function policyField(name: string, limit: number, windowSeconds: number): string {
+  return `"${name}";q=${limit};w=${windowSeconds}`;
+}
+
 export function rateLimitHeaders(result: RateLimitResult): Record<string, string> {
   return {
-    'ratelimit-policy': `"${result.policyName}";q=${result.limit};w=${result.windowSeconds}`,
+    'ratelimit-policy': result.policyField,
     ratelimit: `"${result.policyName}";r=${result.remaining};t=${result.resetSeconds}`,
   };
 }

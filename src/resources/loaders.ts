@@ -10,11 +10,13 @@ import type { ResourceModule } from './resource-module.js';
  * loader caches what it read, so it must not outlive the request's view of the data).
  */
 export class ResourceLoaders {
-  private readonly loaders = new Map<string, BatchLoader>();
+  /** Made on the first load: most requests never load through them. */
+  private loaders: Map<string, BatchLoader> | null = null;
 
   constructor(private readonly store: ResourceStore) {}
 
   load(type: string, id: string): Promise<ResourceRow | null> {
+    this.loaders ??= new Map();
     let loader = this.loaders.get(type);
     if (!loader) this.loaders.set(type, (loader = new BatchLoader(this.store, this.store.resources.get(type))));
     return loader.load(id);

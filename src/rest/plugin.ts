@@ -87,6 +87,9 @@ export async function registerRest(app: FastifyInstance, deps: RestDeps): Promis
   });
 }
 
+/** What every answer to a REST request carries beside its own headers (never changed: shared). */
+const EXCHANGE_HEADERS: Readonly<Record<string, string>> = Object.freeze({ vary: 'Authorization, Accept' });
+
 /** The request as the pipeline's exchange, with what only REST needs beside it. */
 export function openExchange(request: FastifyRequest, route: RouteDefinition): RestExchange {
   const url = request.url;
@@ -117,7 +120,7 @@ export function openExchange(request: FastifyRequest, route: RouteDefinition): R
     params,
     body: undefined,
     mediaType: null,
-    responseHeaders: { vary: 'Authorization, Accept' },
+    responseHeaders: EXCHANGE_HEADERS,
   };
 }
 

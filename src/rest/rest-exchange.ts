@@ -17,5 +17,5 @@ export interface RestExchange extends Exchange {
   /** Vendor media type to answer with when the client asked for one. */
   mediaType: string | null;
   /** Headers every response to this request carries (`Vary`, ...), besides the rate limit's. */
-  responseHeaders: Record<string, string>;
+  responseHeaders: Readonly<Record<string, string>>;
 }

@@ -49,7 +49,7 @@ describe('RateLimitPolicy on in-process counters', () => {
     const policy = new RateLimitPolicy('client', 2, 60, (name) => refused.push(name));
     const first = policy.take('c');
     expect(first).not.toBeInstanceOf(Promise);
-    expect(first).toEqual({ allowed: true, limit: 2, remaining: 1, resetSeconds: 60, policyName: 'client', windowSeconds: 60 });
+    expect(first).toEqual({ allowed: true, limit: 2, remaining: 1, resetSeconds: 60, policyName: 'client', windowSeconds: 60, policyField: '"client";q=2;w=60' });
     expect(policy.take('c')).toMatchObject({ allowed: true, remaining: 0 });
     expect(policy.take('c')).toMatchObject({ allowed: false, remaining: 0, resetSeconds: 60 });
     expect(refused).toEqual(['client']);
@@ -57,7 +57,7 @@ describe('RateLimitPolicy on in-process counters', () => {
 
   it("judges a key against its own budget when it has one, and weighs a request's points", () => {
     const policy = new RateLimitPolicy('client', 100, 60);
-    expect(policy.take('small', 1, 3)).toMatchObject({ allowed: true, limit: 3, remaining: 2 });
+    expect(policy.take('small', 1, 3)).toMatchObject({ allowed: true, limit: 3, remaining: 2, policyField: '"client";q=3;w=60' });
     expect(policy.take('small', 3, 3)).toMatchObject({ allowed: false, limit: 3, remaining: 0 });
     expect(policy.take('other', 40)).toMatchObject({ allowed: true, limit: 100, remaining: 60 });
   });
