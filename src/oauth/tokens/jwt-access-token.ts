@@ -76,6 +76,7 @@ export interface JwtVerificationContext {
  * claims are present with the right types.
  */
 export async function verifyJwtAccessToken(token: string, context: JwtVerificationContext): Promise<AccessTokenClaims> {
+  if (!isCanonical(token)) throw new InvalidTokenError('not in canonical form');
   const kid = readKid(token);
   const key = await context.keys.verificationKey(kid);
   if (!key) throw new InvalidTokenError('unknown kid');
@@ -97,6 +98,17 @@ export async function verifyJwtAccessToken(token: string, context: JwtVerificati
     throw error;
   }
   return readClaims(payload);
+}
+
+/**
+ * Each of the three parts exactly as this server writes it: unpadded base64url whose last character carries
+ * no stray bits. A base64url decoder also accepts `==` padding and a last character with its unused bits set,
+ * which would give one token 32 spellings, each a separate entry of the verified-token cache and a separate
+ * signature check; only the ECDSA signature's own second form, (r, n - s), remains (its jti ties both).
+ */
+function isCanonical(token: string): boolean {
+  const parts = token.split('.');
+  return parts.length === 3 && parts.every((part) => Buffer.from(part, 'base64url').toString('base64url') === part);
 }
 
 function readKid(token: string): string {

@@ -220,6 +220,23 @@ describe.each(DATABASE_KINDS)('access-token verification on %s', (kind) => {
       }
     });
 
+    it('another spelling of the same signature: padded, or with stray bits in its last character', async () => {
+      const tokens = service();
+      const { accessToken } = await issue(tokens);
+      const [header, payload, signature] = accessToken.split('.') as [string, string, string];
+      // 64 bytes take 86 base64url characters, the last carrying 4 unused bits: a lenient decoder reads the
+      // same bytes from each of these.
+      const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+      const last = alphabet.indexOf(signature.at(-1)!);
+      const strayBits = `${signature.slice(0, -1)}${alphabet[last ^ 1]}`;
+      expect(Buffer.from(strayBits, 'base64url').equals(Buffer.from(signature, 'base64url'))).toBe(true);
+      for (const spelling of [`${signature}==`, strayBits]) {
+        expect(await reasonFor(tokens, `${header}.${payload}.${spelling}`)).toBe('not in canonical form');
+      }
+      expect(await reasonFor(tokens, `${header}==.${payload}.${signature}`)).toBe('not in canonical form');
+      await expect(tokens.verifyAccessToken(accessToken)).resolves.toMatchObject({ format: 'jwt' });
+    });
+
     it('an unknown kid', async () => {
       const tokens = service();
       const stranger = await generateKeyPair('ES256');
