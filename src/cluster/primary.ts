@@ -1,11 +1,11 @@
 import cluster, { type Worker } from 'node:cluster';
 import pino from 'pino';
 import { AggregatorRegistry } from 'prom-client';
-import { RateLimiterClusterMaster } from 'rate-limiter-flexible';
 import type { Config } from '../config/config.js';
 import { metricsListenProblem } from '../http/listen-problem.js';
 import { logDestination } from '../logging/log-destination.js';
 import { serveMetrics } from '../metrics/metrics.js';
+import { serveCounters } from './cluster-counters.js';
 import { relayFanout } from './cluster-fanout.js';
 
 /** A worker that dies is replaced; more than this many deaths within a minute means something is wrong. */
@@ -23,7 +23,7 @@ const MAX_RESTARTS_PER_MINUTE = 5;
 export async function runPrimary(config: Config): Promise<void> {
   const log = pino({ level: config.logLevel }, logDestination());
   if (!config.redisUrl) {
-    new RateLimiterClusterMaster();
+    serveCounters(cluster);
     relayFanout(cluster);
   }
   // Served before any worker starts, so that a port in use stops the start like PORT's does.

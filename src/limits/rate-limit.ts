@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { RateLimiterCluster, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 
 /**
  * Request budgets per key (an address, a client, a user), reported with the IETF RateLimit header fields
@@ -18,7 +18,7 @@ export interface RateLimitResult {
   policyField: string;
 }
 
-interface StoreOptions {
+export interface StoreOptions {
   keyPrefix: string;
   points: number;
   /** Seconds. */
@@ -29,7 +29,16 @@ interface StoreOptions {
  * Where a budget's counters live: in this process (counted synchronously, so a request that waits for
  * nothing else is not charged a promise), or in a store every process shares.
  */
-export type LimiterStore = 'in-process' | ((options: StoreOptions) => RateLimiterAbstract);
+export type LimiterStore = 'in-process' | ((options: StoreOptions) => SharedCounters);
+
+/** A store every process shares: the calls of rate-limiter-flexible's stores the policies make. */
+export interface SharedCounters {
+  /** Spends `points` of the key's window; answers what the window has spent and how long it has left. */
+  consume(key: string, points: number): Promise<{ consumedPoints: number; msBeforeNext: number }>;
+  /** Gives back `points`; answers what the window has spent after it. */
+  reward(key: string, points: number): Promise<{ consumedPoints: number }>;
+  delete(key: string): Promise<unknown>;
+}
 
 /** In this process: one server on its own. */
 export const inProcessStore: LimiterStore = 'in-process';
@@ -40,9 +49,6 @@ export function redisStore(redis: Redis, namespace = 'portcullis'): LimiterStore
   // of every request waiting for a timeout.
   return (options) => new RateLimiterRedis({ ...options, keyPrefix: `${namespace}:rate:${options.keyPrefix}`, storeClient: redis, rejectIfRedisNotReady: true });
 }
-
-/** In the cluster's primary process (WORKERS > 1 without Redis), asked over node:cluster's IPC channel. */
-export const clusterStore: LimiterStore = (options) => new RateLimiterCluster({ ...options, timeoutMs: 1000 });
 
 /** What a key has spent in its window, and when that window ends. */
 interface Spent {
@@ -74,10 +80,15 @@ export class WindowCounters {
     return { points: window.points, msLeft: window.endsAt - now };
   }
 
-  /** Gives back points of the key's current window (none once it has ended), never below zero. */
-  give(key: string, weight: number, now = Date.now()): void {
+  /**
+   * Gives back points of the key's current window (none once it has ended), never below zero; answers what
+   * the window has spent after it.
+   */
+  give(key: string, weight: number, now = Date.now()): number {
     const window = this.#windows.get(key);
-    if (window !== undefined && window.endsAt > now) window.points = Math.max(0, window.points - weight);
+    if (window === undefined || window.endsAt <= now) return 0;
+    window.points = Math.max(0, window.points - weight);
+    return window.points;
   }
 
   delete(key: string): void {
@@ -108,7 +119,7 @@ const COUNT_ONLY = 2 ** 31 - 1;
 export class RateLimitPolicy {
   /** In-process counters: the store itself, or the fallback of a shared store. */
   readonly #local: WindowCounters;
-  readonly #shared: RateLimiterAbstract | null;
+  readonly #shared: SharedCounters | null;
   /** The RateLimit-Policy field of the policy's own budget, written once. */
   readonly #policyField: string;
 
