@@ -5,10 +5,10 @@ import mercurius from 'mercurius';
 import { ApiError, ERROR_CODES, UNAVAILABLE_RETRY_AFTER_SECONDS } from '../errors/registry.js';
 import { isRefusal, toApiError } from '../errors/rest-renderer.js';
 import { rateLimitHeaders } from '../limits/rate-limit.js';
-import { checkBatchSize, checkDocumentLimits, LimitExceededError, parseWithinLimits, type GraphqlLimits } from '../limits/graphql-limits.js';
+import { checkAffordable, checkBatchSize, checkDocumentLimits, LimitExceededError, parseWithinLimits, type GraphqlLimits } from '../limits/graphql-limits.js';
 import { runStages, type Stage } from '../pipeline/pipeline.js';
 import { recordDecision } from '../pipeline/record-decision.js';
-import { authorizeOperation, chargeCaller, identify, limit, limitAddress } from '../pipeline/stages.js';
+import { authorizeOperation, chargeCaller, identify, largestCharge, limit, limitAddress } from '../pipeline/stages.js';
 import { ANONYMOUS } from '../policy/principal.js';
 import type { OperationAccess } from '../policy/table.js';
 import { ReadableCounts } from '../resources/counts.js';
@@ -161,6 +161,7 @@ export async function registerGraphql(app: FastifyInstance, pluginDeps: GraphqlP
       const document = documents.parse(source, deps.limits);
       const { operation, fields, cost } = prepareOperation(document, params);
       // The operation weighs its cost against the caller's budgets, before anything of it runs.
+      checkAffordable(cost, largestCharge(ex, deps));
       if (cost > charged) await chargeCaller(ex, deps, cost - charged);
       if (fields.introspection) decideRequest(ex, introspectionAccess, `${rootTypeName(operation)}.__schema`);
       refuseAnonymous(ex, operation, fields.names);

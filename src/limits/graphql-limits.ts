@@ -58,6 +58,19 @@ export class LimitExceededError extends Error {
   }
 }
 
+/**
+ * Refuses an operation that costs more than the caller's whole rate-limit budget holds (`largestCharge`):
+ * it could never run. Checked before the cost is charged, so the refusal spends nothing more.
+ */
+export function checkAffordable(cost: number, budget: number): void {
+  if (cost > budget) {
+    throw new LimitExceededError(
+      'QUERY_TOO_COMPLEX',
+      `Cost limit: the operation costs ${cost} points, more than the ${budget} points the caller's rate-limit budget holds per window; ask for fewer items (\`first\`) or fewer fields.`,
+    );
+  }
+}
+
 /** Refuses a batch (an array body) longer than the limit allows, before any of it is parsed. */
 export function checkBatchSize(operations: number, limits: GraphqlLimits): void {
   if (operations > limits.maxBatch) {

@@ -95,6 +95,18 @@ export function chargeCaller(ex: Exchange, deps: PipelineDeps, weight: number): 
   return charge(ex, tighter(user, client));
 }
 
+/**
+ * The most one request may weigh: the smallest budget per window the caller draws on (its client's and, for a
+ * user's token, the user's; an anonymous caller's address). A GraphQL operation that costs more could never
+ * run, and charging it would only spend the caller's whole budget on a refusal.
+ */
+export function largestCharge(ex: Exchange, deps: PipelineDeps): number {
+  const principal = ex.principal;
+  if (principal.kind === 'anonymous') return deps.limiter.anonymous.points;
+  const client = principal.clientRateLimit ?? deps.limiter.client.points;
+  return principal.kind === 'client' ? client : Math.min(client, deps.limiter.user.points);
+}
+
 /** The budget that refuses, or the one closer to running out (the client's on a tie). */
 function tighter(user: RateLimitResult, client: RateLimitResult): RateLimitResult {
   if (user.allowed !== client.allowed) return user.allowed ? client : user;

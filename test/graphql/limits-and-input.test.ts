@@ -247,6 +247,22 @@ describe('a GraphQL request weighs its cost against the rate limit', () => {
     expectRefused(last, 429, 'RATE_LIMITED', /Too many requests/);
     expect(Number(last.headers['retry-after'])).toBeGreaterThan(0);
   });
+
+  it('refuses with QUERY_TOO_COMPLEX, spending nothing more, an operation that costs more than the whole budget', async () => {
+    // A server of its own: the budgets above are spent.
+    await t.close();
+    t = await startTestApp('sqlite', { RATE_LIMIT_MAX: '100', RATE_LIMIT_ANONYMOUS_MAX: '1000000', RATE_LIMIT_ADDRESS_MAX: '1000000' });
+    const reader = await t.createUser('member');
+    const token = await reader.token();
+    // Within GRAPHQL_MAX_COST, but over the 100 points a window holds: it could never run.
+    const query = 'query { posts(first: 100) { nodes { id title } } }';
+    const refused = await post(t, { query }, token);
+    expectRefused(refused, 400, 'QUERY_TOO_COMPLEX', /the operation costs \d+ points, more than the 100 points the caller's rate-limit budget holds per window/);
+    // Only the request's own point was spent: the rest of the budget still serves.
+    expect(refused.headers.ratelimit).toMatch(/;r=99;/);
+    const after = await post(t, { query: 'query { posts(first: 10) { nodes { id } } }' }, token);
+    expect(after.statusCode, after.body).toBe(200);
+  });
 });
 
 describe('a batched GraphQL request weighs the cost of each of its operations', () => {

@@ -13,11 +13,11 @@ import {
 } from 'graphql';
 import { makeHandler } from 'graphql-ws/use/@fastify/websocket';
 import { ApiError } from '../../errors/registry.js';
-import { checkDocumentLimits, LimitExceededError, parseWithinLimits } from '../../limits/graphql-limits.js';
+import { checkAffordable, checkDocumentLimits, LimitExceededError, parseWithinLimits } from '../../limits/graphql-limits.js';
 import { authenticate } from '../../pipeline/authenticate.js';
 import { runStages, type Stage } from '../../pipeline/pipeline.js';
 import { recordDecision } from '../../pipeline/record-decision.js';
-import { chargeCaller, limit } from '../../pipeline/stages.js';
+import { chargeCaller, largestCharge, limit } from '../../pipeline/stages.js';
 import { ReadableCounts } from '../../resources/counts.js';
 import { ResourceLoaders } from '../../resources/loaders.js';
 import type { GraphqlContext } from '../context.js';
@@ -172,6 +172,7 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
           const source = deps.trustedDocuments ? deps.trustedDocuments.resolve(payload.query, payload.extensions) : payload.query;
           const document = parseWithinLimits(source, deps.limits);
           const { cost } = checkDocumentLimits(schema, document, payload.operationName, payload.variables, deps.limits);
+          checkAffordable(cost, largestCharge(connection.exchange, deps));
           if (cost > 1) await chargeCaller(connection.exchange, deps, cost - 1);
           const operation = getOperationAST(document, payload.operationName);
           if (!operation) return [refusal('VALIDATION_FAILED', 'The document must name the operation to run (`operationName`).')];
