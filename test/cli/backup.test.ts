@@ -52,6 +52,19 @@ async function adminToken(server: Running): Promise<string> {
   return ((await res.json()) as { access_token: string }).access_token;
 }
 
+/**
+ * Waits until audit events are in the database: they are written in batches (every 250 ms or 200 events),
+ * and a fast server writes the first posts before the first batch.
+ */
+async function auditWritten(dataDir: string): Promise<void> {
+  for (let attempt = 0; attempt < 20; attempt++) {
+    const verified = await runCli(['audit', 'verify', '--json'], { DATA_DIR: dataDir, KEY_ENCRYPTION_SECRET });
+    if (verified.code === 0 && (JSON.parse(verified.stdout) as { events: number }).events > 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error('no audit event reached the database');
+}
+
 /** Creates posts one after another until told to stop; their ids in the order they were committed. */
 function keepWriting(server: Running, token: string) {
   const ids: string[] = [];
@@ -86,6 +99,7 @@ describe('portcullis backup on sqlite', { timeout: CLI_TEST_TIMEOUT * 2 }, () =>
     const token = await adminToken(original);
     const writer = keepWriting(original, token);
     await writer.until(30);
+    await auditWritten(original.dataDir);
 
     const backups = tempDir();
     const file = path.join(backups, 'portcullis-backup.db');
