@@ -4,10 +4,10 @@ import { comments } from '../resources/comments.js';
 import { deleteResources } from '../resources/delete.js';
 import { expandAll } from '../resources/expand.js';
 import { listReadable } from '../resources/lists.js';
+import { thenMaybe } from '../policy/maybe-promise.js';
 import { pageBody, pageRequest } from './pages.js';
 import { callerId } from './subject.js';
 import type { Handler } from './types.js';
-import { thenMaybe } from '../policy/maybe-promise.js';
 
 export const listPostComments: Handler<'listPostComments'> = async ({ params, query }, { principal, deps, loaders }) => {
   // The post itself was loaded and its read rule checked by the pipeline (x-resource).

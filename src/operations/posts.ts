@@ -4,11 +4,11 @@ import { deleteResources } from '../resources/delete.js';
 import { expandAll } from '../resources/expand.js';
 import { listReadable } from '../resources/lists.js';
 import { posts, type PostView } from '../resources/posts.js';
+import { thenMaybe } from '../policy/maybe-promise.js';
 import { pageBody, pageRequest } from './pages.js';
 import { callerId } from './subject.js';
 import { changedMeanwhile } from './changed-meanwhile.js';
 import type { Handler } from './types.js';
-import { thenMaybe } from '../policy/maybe-promise.js';
 
 export const listPosts: Handler<'listPosts'> = async ({ query }, { principal, deps, loaders }) => {
   const page = await listReadable(deps, principal, posts, query, pageRequest(query));

@@ -1,8 +1,8 @@
-import type { MaybePromise } from '../policy/maybe-promise.js';
 import type { Kysely } from 'kysely';
 import type { EventPublisher } from '../events/event-bus.js';
 import type { operations } from '../../generated/openapi.js';
 import type { OperationId } from '../../generated/routes.js';
+import type { MaybePromise } from '../policy/maybe-promise.js';
 import type { Principal } from '../policy/principal.js';
 import type { ResourceRow } from '../policy/resource-rule.js';
 import type { PolicyTable } from '../policy/table.js';

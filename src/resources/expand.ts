@@ -26,9 +26,8 @@ export function expandAll<View>(
   items: readonly ResourceRow[],
   expand: readonly string[] | undefined,
 ): MaybePromise<View[]> {
+  const names = (expand ?? []).filter((name) => name in module.expansions);
   // Nothing to embed: the views at once, no promise.
-  if (expand === undefined || expand.length === 0) return items.map((item) => module.viewOf(item));
-  const names = expand.filter((name) => name in module.expansions);
   if (names.length === 0) return items.map((item) => module.viewOf(item));
   return embed(ctx, module, items, names);
 }

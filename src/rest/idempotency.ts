@@ -1,8 +1,8 @@
-import type { MaybePromise } from '../policy/maybe-promise.js';
 import { createHmac, hkdfSync } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Kysely } from 'kysely';
 import { ApiError } from '../errors/registry.js';
+import type { MaybePromise } from '../policy/maybe-promise.js';
 import type { TokenPrincipal } from '../policy/principal.js';
 import {
   claimIdempotencyKey,
