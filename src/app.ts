@@ -1,3 +1,5 @@
+// First: before anything large is loaded (see the module).
+import './tick-queue-shapes.js';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import fs from 'node:fs';
 import path from 'node:path';

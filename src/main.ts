@@ -1,3 +1,5 @@
+// First: before anything large is loaded (see the module).
+import './tick-queue-shapes.js';
 import cluster from 'node:cluster';
 import type http from 'node:http';
 import { AggregatorRegistry } from 'prom-client';
