@@ -187,17 +187,6 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       },
       stream: logDestination(),
     },
-    // Each request's log lines carry its id (`reqId`) and, when the caller sent a W3C `traceparent`, its
-    // trace id (`traceId`), so that a request is found in this log from a trace and the other way round.
-    // Read here, once per request (Fastify makes each request's logger before any hook runs).
-    childLoggerFactory(logger, bindings, options, rawRequest) {
-      const traceId = traceIdOf((rawRequest as { headers: Record<string, string | string[] | undefined> }).headers.traceparent);
-      if (traceId === null) return logger.child(bindings, options);
-      // A hijacked request (the WebSocket upgrade) has no onResponse: the map is capped, oldest out.
-      if (traces.size >= MAX_TRACED_REQUESTS) traces.delete(traces.keys().next().value!);
-      traces.set(String(bindings.reqId), traceId);
-      return logger.child({ ...bindings, traceId }, options);
-    },
     bodyLimit: config.http.bodyLimit,
     // A request must arrive whole — line, headers and body — within REQUEST_TIMEOUT_SECONDS (408), its headers
     // within at most 10 s of them; Node checks every second instead of every 30 s, so a slow body is cut
@@ -211,7 +200,17 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     },
     clientErrorHandler: clientErrorHandler(security),
     trustProxy: trustProxyOption(config.http.trustProxy),
-    genReqId: () => randomUUID(),
+    // A caller's W3C `traceparent` is read here, once per request, before Fastify makes the request's logger.
+    genReqId(rawRequest) {
+      const requestId = randomUUID();
+      const traceId = traceIdOf(rawRequest.headers.traceparent);
+      if (traceId !== null) {
+        // A hijacked request (the WebSocket upgrade) has no onResponse: the map is capped, oldest out.
+        if (traces.size >= MAX_TRACED_REQUESTS) traces.delete(traces.keys().next().value!);
+        traces.set(requestId, traceId);
+      }
+      return requestId;
+    },
     // While closing, new requests on open connections are refused by the hook below, in the API's shape.
     return503OnClosing: false,
     forceCloseConnections: 'idle',
@@ -227,6 +226,15 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       );
     },
   });
+  // Each request's log lines carry its id (`reqId`) and, when the caller sent a W3C `traceparent`, its trace id
+  // (`traceId`), so that a request is found in this log from a trace and the other way round. Fastify makes
+  // each request's logger with the root logger's `child`, before any hook runs; a `childLoggerFactory` would
+  // do the same but has Fastify check every logger it returns, method by method, on every request.
+  const childOf = fastify.log.child;
+  fastify.log.child = function child(this: typeof fastify.log, bindings, options) {
+    const traceId = traces.size === 0 || typeof bindings.reqId !== 'string' ? undefined : traces.get(bindings.reqId);
+    return childOf.call(this, traceId === undefined ? bindings : { ...bindings, traceId }, options);
+  };
   // CONNECT (a proxy's method) reaches Node's 'connect' event, not Fastify: without a listener the socket is
   // dropped without an answer.
   fastify.server.on('connect', (_request, socket: import('node:net').Socket) => {

@@ -40,12 +40,13 @@ export interface AuditEvent extends Omit<AuditDecision, 'sourceAddress' | 'scope
 }
 
 // A denial can come before validation: only what has the contract's shape of an id goes into a record.
-const RESOURCE_ID = /^[A-Za-z0-9_-]{1,64}$/;
+// (Length apart: V8 runs a counted repetition like {1,64} about twice as slowly as +, and this runs per decision.)
+const RESOURCE_ID = /^[A-Za-z0-9_-]+$/;
 const CLIENT_ID = /^[A-Za-z0-9._-]{1,128}$/;
 
 /** A resource id taken from a request, if it has the shape of one; otherwise the record says null. */
 export function auditableResourceId(id: string | undefined): string | null {
-  return id !== undefined && RESOURCE_ID.test(id) ? id : null;
+  return id !== undefined && id.length <= 64 && RESOURCE_ID.test(id) ? id : null;
 }
 
 /** A client_id as a caller presented it, if it has the shape of one; otherwise the record says null. */
