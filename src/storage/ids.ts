@@ -8,6 +8,9 @@ let poolOffset = POOL_SIZE;
 
 let lastMillis = 0;
 const lastRandom = Buffer.alloc(RANDOM_BYTES);
+// The clock's twelve hex digits, written once per millisecond.
+let clockMillis = -1;
+let clockHex = '';
 
 /**
  * Opaque, time-ordered identifiers (48-bit millisecond clock + 80 random bits, hex). Monotonic within
@@ -30,7 +33,13 @@ export function newId(now: number = Date.now()): string {
     poolOffset += RANDOM_BYTES;
     lastMillis = now;
   }
-  let id = now.toString(16).padStart(12, '0');
+  if (now !== clockMillis) {
+    clockMillis = now;
+    // In two 24-bit halves: a millisecond clock is past V8's small integers, and a larger number is
+    // written in another radix by the runtime, several times slower.
+    clockHex = Math.floor(now / 0x1000000).toString(16).padStart(6, '0') + (now % 0x1000000).toString(16).padStart(6, '0');
+  }
+  let id = clockHex;
   for (let i = 0; i < RANDOM_BYTES; i++) id += HEX[lastRandom[i]!];
   return id;
 }

@@ -15,4 +15,17 @@ describe('ids and timestamps', () => {
     expect(ids[0]).toMatch(/^[0-9a-f]{32}$/);
     expect(newId(1_795_000_000_001) > ids.at(-1)!).toBe(true);
   });
+
+  it('starts an id with the millisecond clock in twelve hex digits, across the 24-bit halves it is written in', () => {
+    // Later instants each time: the clock part of an id never goes back within a process.
+    const step = 0x1000000;
+    const base = Math.ceil(1_796_000_000_000 / step) * step;
+    for (const at of [base - 1, base, base + 1, base + step - 1, base + step, 0x7fffffffffff]) {
+      const id = newId(at);
+      expect(id).toMatch(/^[0-9a-f]{32}$/);
+      expect(id.slice(0, 12)).toBe(at.toString(16).padStart(12, '0'));
+    }
+    // A clock that went back is held at the last millisecond used.
+    expect(newId(1000).slice(0, 12)).toBe((0x7fffffffffff).toString(16));
+  });
 });
