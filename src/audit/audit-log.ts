@@ -12,7 +12,15 @@ export interface AuditLogger {
 }
 
 export interface AuditLogOptions {
+  /**
+   * Events waiting that start a write at once (a write takes all that wait, so batches grow while writes
+   * are slow). Small, so that an event waits for its write only milliseconds: under load 200 waiting
+   * events were still there at the next young-generation collection and were copied into the old
+   * generation — 180 KB per collection at 5,000 requests/s, with 2.5 ms pauses and full collections
+   * after — where 50 leave next to nothing to copy (pauses of 0.6–1 ms).
+   */
   maxBatch: number;
+  /** The longest an event waits for a write when fewer than maxBatch are waiting. */
   flushMs: number;
   /**
    * Events waiting to be written at which the log is `full`: the server then refuses new requests (503) until
@@ -65,7 +73,7 @@ export class AuditLog {
     private readonly logger: AuditLogger,
     options: Partial<AuditLogOptions> = {},
   ) {
-    this.options = { maxBatch: 200, flushMs: 250, maxPending: 10_000, retryMs: 1000, closeTimeoutMs: 5000, failureWindowMs: 60_000, ...options };
+    this.options = { maxBatch: 50, flushMs: 250, maxPending: 10_000, retryMs: 1000, closeTimeoutMs: 5000, failureWindowMs: 60_000, ...options };
   }
 
   /** No new request may be admitted: as many events wait to be written as the log holds (maxPending). */

@@ -53,7 +53,7 @@ async function adminToken(server: Running): Promise<string> {
 }
 
 /**
- * Waits until audit events are in the database: they are written in batches (every 250 ms or 200 events),
+ * Waits until audit events are in the database: they are written in batches (every 250 ms or 50 events),
  * and a fast server writes the first posts before the first batch.
  */
 async function auditWritten(dataDir: string): Promise<void> {
