@@ -97,6 +97,9 @@ export async function openDb(options: DbOptions): Promise<Db> {
     dialect: new SqliteDialect({ database: withStatementCache(database, prepare) }),
     plugins: [new CamelCasePlugin(), new SqliteBooleanPlugin()],
   });
+  // One transaction wrapper for every call: better-sqlite3 builds a new one on each `transaction()`, which
+  // cost about 8 µs against the 2 µs of running a short transaction.
+  const transaction = database.transaction((run: () => unknown) => run());
   return {
     kysely,
     dialect: 'sqlite',
@@ -105,7 +108,7 @@ export async function openDb(options: DbOptions): Promise<Db> {
       get inTransaction() {
         return database.inTransaction;
       },
-      immediateTransaction: (run) => database.transaction(run).immediate(),
+      immediateTransaction: <T>(run: () => T) => transaction.immediate(run) as T,
       backup: async (destination) => {
         // All remaining pages in one step, so in one read transaction: copied in steps, the backup would
         // start again after every commit another connection made between two steps, and might never end
