@@ -7,10 +7,9 @@ const pool = Buffer.alloc(POOL_SIZE);
 let poolOffset = POOL_SIZE;
 
 let lastMillis = 0;
+// lastMillis in twelve hex digits, written when it changes.
+let lastMillisHex = '000000000000';
 const lastRandom = Buffer.alloc(RANDOM_BYTES);
-// The clock's twelve hex digits, written once per millisecond.
-let clockMillis = -1;
-let clockHex = '';
 
 /**
  * Opaque, time-ordered identifiers (48-bit millisecond clock + 80 random bits, hex). Monotonic within
@@ -32,14 +31,11 @@ export function newId(now: number = Date.now()): string {
     pool.copy(lastRandom, 0, poolOffset, poolOffset + RANDOM_BYTES);
     poolOffset += RANDOM_BYTES;
     lastMillis = now;
-  }
-  if (now !== clockMillis) {
-    clockMillis = now;
     // In two 24-bit halves: a millisecond clock is past V8's small integers, and a larger number is
     // written in another radix by the runtime, several times slower.
-    clockHex = Math.floor(now / 0x1000000).toString(16).padStart(6, '0') + (now % 0x1000000).toString(16).padStart(6, '0');
+    lastMillisHex = Math.floor(now / 0x1000000).toString(16).padStart(6, '0') + (now % 0x1000000).toString(16).padStart(6, '0');
   }
-  let id = clockHex;
+  let id = lastMillisHex;
   for (let i = 0; i < RANDOM_BYTES; i++) id += HEX[lastRandom[i]!];
   return id;
 }
