@@ -5,6 +5,9 @@
  * failed on SQLite's lock would show here) and the CPU time per request of the whole process tree — the
  * primary included — so that what node:cluster adds per request is visible. On a 2-core machine the load
  * generator shares the cores with the workers: judge CPU per request, not requests per second.
+ *
+ * BENCH_RATE=N sends N requests per second in all (open-loop) instead of as many as 50 connections can, so
+ * that one worker and two are compared doing the same work.
  */
 import autocannon from 'autocannon';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -17,6 +20,7 @@ import { cpuMillis, freePort } from './processes.js';
 const DURATION = Number(process.env.BENCH_DURATION ?? 5);
 const WARMUP = 2;
 const CONNECTIONS = 50;
+const RATE = process.env.BENCH_RATE ? Number(process.env.BENCH_RATE) : null;
 const POSTGRES_URL = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const CLIENT_SECRET = 'bench-admin-client-secret-0123456789abcdefghij';
 
@@ -133,7 +137,7 @@ async function measure(scenario: string, server: Running, options: autocannon.Op
   const pid = server.child.pid!;
   const before = treeCpuMillis(pid);
   const primaryBefore = cpuMillis(pid);
-  const result = await autocannon({ ...options, connections: CONNECTIONS, duration: DURATION });
+  const result = await autocannon({ ...options, connections: CONNECTIONS, duration: DURATION, ...(RATE ? { overallRate: RATE } : {}) });
   const after = treeCpuMillis(pid);
   const primaryAfter = cpuMillis(pid);
   const workers = processTree(pid).length > 1;
@@ -176,7 +180,7 @@ for (const database of databases) {
 }
 
 console.log(`${os.cpus()[0]?.model ?? 'unknown CPU'}, ${os.cpus().length} cores, Node ${process.version}, unpinned (the workers and the load generator share the cores)`);
-console.log(`${CONNECTIONS} connections, ${WARMUP} s warm-up, ${DURATION} s measured; CPU time of the primary and every worker\n`);
+console.log(`${CONNECTIONS} connections${RATE ? `, ${RATE} requests/s in all` : ''}, ${WARMUP} s warm-up, ${DURATION} s measured; CPU time of the primary and every worker\n`);
 console.log('| scenario | req/s | p50 ms | p99 ms | non-2xx | CPU µs/req | of which the primary |');
 console.log('|---|---|---|---|---|---|---|');
 for (const row of rows) {

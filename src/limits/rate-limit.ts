@@ -31,10 +31,19 @@ export interface StoreOptions {
  */
 export type LimiterStore = 'in-process' | ((options: StoreOptions) => SharedCounters);
 
+/** What a shared store answers for a key: what its window has spent, and how long that window has left. */
+export interface SharedSpent {
+  consumedPoints: number;
+  msBeforeNext: number;
+}
+
 /** A store every process shares: the calls of rate-limiter-flexible's stores the policies make. */
 export interface SharedCounters {
-  /** Spends `points` of the key's window; answers what the window has spent and how long it has left. */
-  consume(key: string, points: number): Promise<{ consumedPoints: number; msBeforeNext: number }>;
+  /**
+   * Spends `points` of the key's window, whose budget is `budget`; answers what the window has spent and how
+   * long it has left — at once when the store can tell without asking anyone (a lease of the budget).
+   */
+  consume(key: string, points: number, budget: number): SharedSpent | Promise<SharedSpent>;
   /** Gives back `points`; answers what the window has spent after it. */
   reward(key: string, points: number): Promise<{ consumedPoints: number }>;
   delete(key: string): Promise<unknown>;
@@ -47,7 +56,10 @@ export const inProcessStore: LimiterStore = 'in-process';
 export function redisStore(redis: Redis, namespace = 'portcullis'): LimiterStore {
   // Not ready (Redis down or reconnecting): refused at once, so the policy counts in this process instead
   // of every request waiting for a timeout.
-  return (options) => new RateLimiterRedis({ ...options, keyPrefix: `${namespace}:rate:${options.keyPrefix}`, storeClient: redis, rejectIfRedisNotReady: true });
+  return (options) => {
+    const limiter = new RateLimiterRedis({ ...options, keyPrefix: `${namespace}:rate:${options.keyPrefix}`, storeClient: redis, rejectIfRedisNotReady: true });
+    return { consume: (key, points) => limiter.consume(key, points), reward: (key, points) => limiter.reward(key, points), delete: (key) => limiter.delete(key) };
+  };
 }
 
 /** What a key has spent in its window, and when that window ends. */
@@ -81,12 +93,14 @@ export class WindowCounters {
   }
 
   /**
-   * Gives back points of the key's current window (none once it has ended), never below zero; answers what
-   * the window has spent after it.
+   * Gives back points of the key's current window (none once it has ended; with `endsAt`, only to the window
+   * that ends then), never below zero; answers what the window has spent after it.
    */
-  give(key: string, weight: number, now = Date.now()): number {
+  give(key: string, weight: number, now = Date.now(), endsAt: number | null = null): number {
     const window = this.#windows.get(key);
     if (window === undefined || window.endsAt <= now) return 0;
+    // Points of a window that has ended are not given to the one that followed it.
+    if (endsAt !== null && window.endsAt !== endsAt) return window.points;
     window.points = Math.max(0, window.points - weight);
     return window.points;
   }
@@ -144,7 +158,9 @@ export class RateLimitPolicy {
   take(key: string, weight = 1, points: number | null = null): RateLimitResult | Promise<RateLimitResult> {
     const budget = points ?? this.points;
     if (this.#shared === null) return this.#judge(this.#local.take(key, weight), budget);
-    return this.#shared.consume(key, weight).then(
+    const spent = this.#shared.consume(key, weight, budget);
+    if (!(spent instanceof Promise)) return this.#judge({ points: spent.consumedPoints, msLeft: spent.msBeforeNext }, budget);
+    return spent.then(
       (res) => this.#judge({ points: res.consumedPoints, msLeft: res.msBeforeNext }, budget),
       (failure: unknown) => {
         if (failure instanceof RateLimiterRes) throw failure;
