@@ -86,8 +86,10 @@ async function measure(name: string, server: Server, path: string, headers: Reco
 const pipeline = await startServer('bench/servers/pipeline.ts', [], { LOG_LEVEL: 'warn' });
 const logging = await startServer('bench/servers/pipeline.ts', [], { LOG_LEVEL: 'info' });
 const bare = await startServer('bench/servers/bare.ts', [JSON.stringify(pipeline.info.post)]);
-const handWritten = await startServer('bench/servers/hand-written.ts');
-const handWrittenNoAudit = await startServer('bench/servers/hand-written.ts', ['--no-audit-rows']);
+// The hand-written server's token is as long as the pipeline's JWT: both parse and look up as many bytes.
+const tokenLength = `--token-length=${String(pipeline.info.jwt).length}`;
+const handWritten = await startServer('bench/servers/hand-written.ts', [tokenLength]);
+const handWrittenNoAudit = await startServer('bench/servers/hand-written.ts', [tokenLength, '--no-audit-rows']);
 const path = `/v1/posts/${pipeline.info.post.id}`;
 
 const scenarios: { name: string; server: Server; path: string; headers: Record<string, string> }[] = [
@@ -174,10 +176,13 @@ const pacedSummary = paced.map((scenario, index) => summarize(scenario.name, pac
 for (const r of pacedSummary) console.log(`| ${r.name} | ${r.p50} | ${r.p99} | ${r.cpu} | ${r.errors} |`);
 
 const jwt = summary.find((r) => r.name === 'pipeline, JWT')!;
-const met = jwt.ratio >= 0.5 && jwt.p99 < 5;
-console.log(`\ntarget (pipeline with a JWT >= 0.5x bare, p99 < 5 ms): ${met ? 'met' : 'not met'} (${jwt.ratio.toFixed(2)}x, p99 ${jwt.p99} ms)`);
+const pacedJwt = pacedSummary.find((r) => r.name === 'pipeline, JWT')!;
 const againstWork = median(rounds.map((results) => results[JWT_SCENARIO]!.requestsPerSecond / results[1]!.requestsPerSecond));
-console.log(`pipeline with a JWT against the hand-written equivalent: ${againstWork.toFixed(2)}x`);
+const met = againstWork >= 0.85 && pacedJwt.p99 < 3;
+console.log(`\npipeline with a JWT against the hand-written equivalent: ${againstWork.toFixed(2)}x (bare route: ${jwt.ratio.toFixed(2)}x)`);
+console.log(
+  `target (pipeline with a JWT >= 0.85x the hand-written equivalent, p99 < 3 ms at the steady rate): ${met ? 'met' : 'not met'} (${againstWork.toFixed(2)}x, p99 ${pacedJwt.p99} ms)`,
+);
 const failed = [...summary, ...pacedSummary].filter((r) => r.errors > 0);
 if (failed.length > 0) {
   console.error(`\nnon-2xx responses or errors in: ${failed.map((r) => r.name).join(', ')}`);

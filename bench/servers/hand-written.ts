@@ -1,15 +1,21 @@
 /**
  * Reference point: the work the pipeline does for GET /v1/posts/{postId}, written by hand with no layers —
- * one hook that looks the token up in a map, the post read with a prepared SQLite statement, the same
- * response serialiser, sha256 ETag and headers, and the same hash-chained audit append in batches of 200.
- * No validation, negotiation, rate limiting, idempotency or policy table. The distance between this and
- * the bare route is the cost of the work itself; the distance between the pipeline and this is what the
- * pipeline's structure costs. With `--no-audit-rows` it skips only the audit append, to show what the
- * durable audit row alone costs.
+ * one hook that looks the token up in a map and checks its scope and the role's permission, negotiates the
+ * media type and counts the client's rate-limit budget; a handler that checks the path, query and
+ * If-None-Match against what the contract allows, reads the post with a prepared SQLite statement, checks
+ * the caller may read it, and answers with the same serialiser, sha256 ETag and headers (a 304 to a
+ * matching If-None-Match); and one hook that counts the request and its latency and queues its
+ * hash-chained audit event, appended in batches of 50 (or after 250 ms), as the pipeline's audit log does.
+ * The distance between this and the bare route is the cost of the work itself; the distance between the
+ * pipeline and this is what the pipeline's structure costs.
+ *
+ * `--token-length=N`: the bearer token's length (the benchmark gives it the length of the pipeline's JWT, so
+ * that both parse and look up the same number of bytes). `--no-audit-rows` skips only the audit append, to
+ * show what the durable audit row alone costs.
  */
-import Fastify from 'fastify';
+import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 import fastJsonStringify from 'fast-json-stringify';
-import { hash, randomUUID } from 'node:crypto';
+import { hash, randomBytes, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -35,8 +41,11 @@ const selectPost = sqlite.prepare(
   'select id, author_id as "authorId", title, body, status, created_at as "createdAt", updated_at as "updatedAt" from posts where id = ?',
 );
 let pending: AuditEvent[] = [];
+let flushTimer: NodeJS.Timeout | null = null;
 const auditRows = !process.argv.includes('--no-audit-rows');
 function flush(): void {
+  if (flushTimer !== null) clearTimeout(flushTimer);
+  flushTimer = null;
   const batch = pending;
   pending = [];
   // No Kysely transaction is ever open here, so the append runs directly on the connection.
@@ -44,26 +53,89 @@ function flush(): void {
 }
 
 const serialize = fastJsonStringify(routes.find((r) => r.operationId === 'getPost')!.schema.response['200'] as never);
-const token = randomUUID();
-const principals = new Map<string, { subject: string; clientId: string; scopes: Set<string> }>([[token, { subject: userId, clientId: 'bench-client', scopes: new Set(['read:posts']) }]]);
+const tokenLength = Number(process.argv.find((arg) => arg.startsWith('--token-length='))?.slice('--token-length='.length) ?? 36);
+const token = randomBytes(tokenLength).toString('base64url').slice(0, tokenLength);
+interface Principal {
+  token: string;
+  subject: string;
+  clientId: string;
+  role: string;
+  scopes: Set<string>;
+  expiresAt: number;
+}
+const principals = new Map<string, Principal>([[token.slice(-32), { token, subject: userId, clientId: 'bench-client', role: 'member', scopes: new Set(['read:posts']), expiresAt: Date.now() + 3_600_000 }]]);
+const permissions = new Map<string, Set<string>>([['member', new Set(['read_post', 'create_post'])]]);
+
+// The client's budget: a million a second, as the pipeline's benchmark configures it.
+const BUDGET = 1_000_000;
+const WINDOW_MS = 1000;
+const windows = new Map<string, { points: number; endsAt: number }>();
+const RATE_LIMIT_POLICY = `"client";q=${BUDGET};w=${WINDOW_MS / 1000}`;
+
+const ID = /^[A-Za-z0-9_-]{1,64}$/;
+const ENTITY_TAGS = /^(\*|(W\/)?"[!#-~]*"( *, *(W\/)?"[!#-~]*")*)$/;
+// A /v1 path answers JSON, or the vendor type when Accept names it (with version 1).
+const VENDOR_MENTIONED = /application\/vnd\.portcullis\+json/i;
+const VENDOR_V1 = /application\/vnd\.portcullis\+json\s*;\s*version\s*=\s*"?1"?\s*(,|$)/i;
+
+// Requests by status and their latency (the pipeline's Prometheus counters), and decisions by outcome.
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+const requests = new Map<number, { count: number; sum: number; buckets: number[] }>();
+const decisions = new Map<string, number>();
+
+const HSTS = 'max-age=31536000; includeSubDomains';
+
+function refuse(request: FastifyRequest, reply: FastifyReply, status: number): void {
+  reply.code(status).headers({ 'x-request-id': request.id, 'x-content-type-options': 'nosniff', 'strict-transport-security': HSTS, vary: 'Authorization, Accept' }).send();
+}
 
 const app = Fastify({ logger: { level: 'warn' }, genReqId: () => randomUUID() });
 app.decorateRequest('principal', null);
+app.decorateRequest('resourceId', null);
+app.decorateRequest('vendor', false);
 app.addHook('onRequest', (request, reply, done) => {
-  const principal = principals.get((request.headers.authorization ?? '').slice('Bearer '.length));
-  if (!principal || !principal.scopes.has('read:posts')) return void reply.code(401).send();
-  (request as unknown as { principal: typeof principal }).principal = principal;
+  const accept = request.headers.accept;
+  const vendor = accept !== undefined && VENDOR_MENTIONED.test(accept);
+  if (vendor && !VENDOR_V1.test(accept)) return void refuse(request, reply, 406);
+  (request as unknown as { vendor: boolean }).vendor = vendor;
+  const authorization = request.headers.authorization;
+  const bearer = authorization?.startsWith('Bearer ') ? authorization.slice('Bearer '.length) : '';
+  // Keyed by the token's tail, confirmed by the whole string, as the pipeline's cache of verified tokens is.
+  const cached = principals.get(bearer.slice(-32));
+  const now = Date.now();
+  if (cached === undefined || cached.token !== bearer || cached.expiresAt <= now) return void refuse(request, reply, 401);
+  const principal = cached;
+  if (!principal.scopes.has('read:posts') || !permissions.get(principal.role)?.has('read_post')) return void refuse(request, reply, 403);
+  (request as unknown as { principal: Principal }).principal = principal;
+  let window = windows.get(principal.clientId);
+  if (window === undefined || window.endsAt <= now) windows.set(principal.clientId, (window = { points: 0, endsAt: now + WINDOW_MS }));
+  window.points++;
+  const reset = Math.max(1, Math.ceil((window.endsAt - now) / 1000));
   reply.headers({
     'x-request-id': request.id,
     'x-content-type-options': 'nosniff',
+    'strict-transport-security': HSTS,
     vary: 'Authorization, Accept',
-    'ratelimit-policy': '"client";q=1000000;w=60',
-    ratelimit: '"client";r=999999;t=60',
+    'ratelimit-policy': RATE_LIMIT_POLICY,
+    ratelimit: `"client";r=${Math.max(0, BUDGET - window.points)};t=${reset}`,
   });
+  if (window.points > BUDGET) return void reply.code(429).header('retry-after', String(reset)).send();
   done();
 });
-app.addHook('onResponse', (request, _reply, done) => {
-  const principal = (request as unknown as { principal: { subject: string; clientId: string } }).principal;
+app.addHook('onResponse', (request, reply, done) => {
+  const status = reply.statusCode;
+  const seconds = reply.elapsedTime / 1000;
+  let series = requests.get(status);
+  if (series === undefined) requests.set(status, (series = { count: 0, sum: 0, buckets: new Array<number>(LATENCY_BUCKETS.length + 1).fill(0) }));
+  series.count++;
+  series.sum += seconds;
+  let bucket = 0;
+  while (bucket < LATENCY_BUCKETS.length && seconds > LATENCY_BUCKETS[bucket]!) bucket++;
+  series.buckets[bucket]!++;
+  const principal = (request as unknown as { principal: Principal | null }).principal;
+  if (principal === null) return done();
+  const decision = status < 400 || status === 429 ? 'allow' : 'deny';
+  decisions.set(decision, (decisions.get(decision) ?? 0) + 1);
   const at = Date.now();
   pending.push({
     id: newId(at),
@@ -74,8 +146,8 @@ app.addHook('onResponse', (request, _reply, done) => {
     interface: 'rest',
     operation: 'getPost',
     resourceType: 'post',
-    resourceId: (request.params as { postId: string }).postId,
-    decision: 'allow',
+    resourceId: (request as unknown as { resourceId: string | null }).resourceId,
+    decision,
     reason: 'resource',
     count: null,
     sourceAddress: null,
@@ -84,19 +156,29 @@ app.addHook('onResponse', (request, _reply, done) => {
     scopes: null,
     traceId: null,
   });
-  if (pending.length >= 200) flush();
+  if (pending.length >= 50) flush();
+  else flushTimer ??= setTimeout(flush, 250);
   done();
 });
 app.get('/v1/posts/:postId', (request, reply) => {
-  const row = selectPost.get((request.params as { postId: string }).postId) as typeof post | undefined;
-  if (!row || (row.status !== 'published' && row.authorId !== userId)) return void reply.code(404).send();
+  const postId = (request.params as { postId: string }).postId;
+  const query = request.query as Record<string, unknown>;
+  let validQuery = true;
+  for (const name in query) if (name !== 'expand' || query[name] !== 'author') validQuery = false;
+  const ifNoneMatch = request.headers['if-none-match'];
+  if (!ID.test(postId) || !validQuery || (ifNoneMatch !== undefined && (ifNoneMatch.length > 1024 || !ENTITY_TAGS.test(ifNoneMatch)))) {
+    return void reply.code(400).send();
+  }
+  (request as unknown as { resourceId: string }).resourceId = postId;
+  const row = selectPost.get(postId) as typeof post | undefined;
+  const principal = (request as unknown as { principal: Principal }).principal;
+  if (!row || (row.status !== 'published' && row.authorId !== principal.subject)) return void reply.code(404).send();
   const payload = serialize(row);
-  reply.headers({
-    'cache-control': 'private, no-cache',
-    'content-type': 'application/json; charset=utf-8',
-    etag: `"${hash('sha256', payload, 'base64url').slice(0, 27)}"`,
-  });
-  reply.send(payload);
+  const etag = `"${hash('sha256', payload, 'base64url').slice(0, 27)}"`;
+  const vendor = (request as unknown as { vendor: boolean }).vendor;
+  reply.headers({ 'cache-control': 'private, no-cache', 'content-type': vendor ? 'application/vnd.portcullis+json; version=1' : 'application/json; charset=utf-8', etag });
+  if (ifNoneMatch !== undefined && ifNoneMatch.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag)) return void reply.code(304).send();
+  reply.send(vendor ? Buffer.from(payload) : payload);
 });
 
 await app.listen({ host: '127.0.0.1', port: 0 });
