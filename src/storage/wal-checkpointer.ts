@@ -21,11 +21,10 @@ const AUTOCHECKPOINT_PAGES = 1000;
 /**
  * By default SQLite checkpoints on the connection whose commit crosses the WAL threshold, inside that
  * commit: copying a few MB and fsyncing the database file then blocks the event loop for 5–15 ms, which is
- * what the slowest requests waited for. Here the main connection does not checkpoint; a worker thread
- * with its own connection, at the lowest scheduling priority, runs PASSIVE checkpoints on a timer, which
- * neither wait for nor block readers and writers, so the copying and the fsync happen off the event loop and
- * only when requests leave the core free. If the worker cannot run, or falls behind on a core that stays
- * busy, the main connection checkpoints itself again, as SQLite would by default.
+ * what the slowest requests waited for. Here the main connection never checkpoints; a worker thread with
+ * its own connection runs PASSIVE checkpoints on a timer, which neither wait for nor block readers and
+ * writers, so the fsync happens off the event loop. If the worker cannot run, the main connection
+ * checkpoints itself again, as SQLite would by default.
  */
 export function startWalCheckpointer(database: SqliteDatabase, file: string, options: WalCheckpointerOptions): WalCheckpointer {
   database.pragma('wal_autocheckpoint = 0');
@@ -38,13 +37,8 @@ export function startWalCheckpointer(database: SqliteDatabase, file: string, opt
   worker.unref();
   let stopped = false;
   let lastError: string | undefined;
-  worker.on('message', (message: { error?: string; behind?: boolean }) => {
+  worker.on('message', (message: { error?: string }) => {
     if (message.error) options.onError?.(message.error);
-    // The worker runs at the lowest priority: on a core that stays busy it falls behind, and until it has
-    // caught up the main connection checkpoints in its own commits, as SQLite does by default.
-    if (message.behind !== undefined && !stopped && database.open) {
-      database.pragma(`wal_autocheckpoint = ${message.behind ? AUTOCHECKPOINT_PAGES : 0}`);
-    }
   });
   worker.on('error', (error) => {
     lastError = error.message;

@@ -75,35 +75,6 @@ describe('WAL checkpoints in a worker thread', () => {
     expect(shrunk).toBe(true);
   });
 
-  it.runIf(process.platform === 'linux')('runs its checkpoints at the lowest scheduling priority, the event loop keeping its own', async () => {
-    // Field 19 of /proc/<pid>/task/<tid>/stat is the thread's nice value.
-    const nice = (tid: string) => Number(fs.readFileSync(`/proc/self/task/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ')[16]);
-    const lowest = () => fs.readdirSync('/proc/self/task').filter((tid) => nice(tid) === 19).length;
-    const before = lowest();
-    checkpointer = startWalCheckpointer(database, file, { intervalMs: 50, journalSizeLimit: 1 << 20 });
-    expect(await waitFor(() => lowest() === before + 1)).toBe(true);
-    expect(nice(String(process.pid))).toBe(0);
-    await checkpointer.stop();
-    checkpointer = undefined;
-    expect(await waitFor(() => lowest() === before)).toBe(true);
-  });
-
-  it('has the main connection checkpoint while the worker falls behind, and takes over again once it has caught up', async () => {
-    checkpointer = startWalCheckpointer(database, file, { intervalMs: 30, journalSizeLimit: 1 << 20 });
-    expect(autocheckpoint()).toBe(0);
-    // A reader's snapshot holds back every frame written after it: the worker cannot copy them.
-    const reader = new SQLite(file, { readonly: true });
-    reader.exec('begin');
-    reader.prepare('select count(*) from rows').get();
-    // About 2,000 frames: more than the 1,000 of SQLite's own threshold.
-    insertRows(6000);
-    expect(await waitFor(() => autocheckpoint() === SQLITE_DEFAULT_AUTOCHECKPOINT)).toBe(true);
-    reader.exec('commit');
-    reader.close();
-    expect(await waitFor(() => autocheckpoint() === 0)).toBe(true);
-    expect(await waitFor(() => fs.statSync(file).size >= 6 * (1 << 20))).toBe(true);
-  });
-
   it('stops after a last checkpoint and hands checkpointing back to the main connection', async () => {
     checkpointer = startWalCheckpointer(database, file, { intervalMs: 60_000, journalSizeLimit: 1 << 20 });
     insertRows(2000);
