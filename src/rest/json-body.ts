@@ -54,7 +54,20 @@ export function parseJsonBody(
     done(
       /forbidden prototype property/i.test((error as Error).message)
         ? new ApiError('VALIDATION_FAILED', 'The body may not use "__proto__" or "constructor.prototype" as property names.')
-        : new ApiError('VALIDATION_FAILED', 'The body is not valid JSON.'),
+        : new ApiError('VALIDATION_FAILED', 'The body is not valid JSON.', { details: [{ path: '/body', message: syntaxProblem(text, error as Error) }] }),
     );
   }
+}
+
+/**
+ * Where the parser gave up, as a line and column of the body (1-based, in characters), without echoing any of
+ * it; a body that stops early says so.
+ */
+export function syntaxProblem(text: string, error: Error): string {
+  const position = /at position (\d+)/.exec(error.message)?.[1];
+  if (position === undefined) return /end of JSON input/i.test(error.message) ? 'the JSON ends before it is complete' : 'not valid JSON';
+  const before = text.slice(0, Number(position));
+  const line = before.split('\n').length;
+  const column = before.length - before.lastIndexOf('\n');
+  return `not valid JSON at line ${line}, column ${column}`;
 }

@@ -121,13 +121,25 @@ describe.each(DATABASE_KINDS)('REST bad input on %s', (kind) => {
     return value as { id: string; title: string; body: string };
   }
 
-  it('refuses malformed JSON', async () => {
-    const bodies = ['{"title":', '{title:"x"}', "{'title':'x'}", '{"title":"a","body":"b","status":"draft",}', '{"title":"a","body":"b","status":"draft"} x', 'nul', '{"title":"a\\x"}'];
-    for (const payload of bodies) {
-      await rejects(json('POST', '/v1/posts', memberToken, payload), NOT_JSON);
-      await rejects(json('PUT', `/v1/posts/${post.id}`, memberToken, payload), NOT_JSON);
-      await rejects(json('POST', '/v1/users', adminToken, payload), NOT_JSON);
-      await rejects(json('POST', `/v1/posts/${post.id}/comments`, memberToken, payload), NOT_JSON);
+  it('refuses malformed JSON, saying where the parser gave up without echoing the body', async () => {
+    const bodies: [payload: string, problem: string][] = [
+      ['{"title":', 'the JSON ends before it is complete'],
+      ['{title:"x"}', 'not valid JSON at line 1, column 2'],
+      ["{'title':'x'}", 'not valid JSON at line 1, column 2'],
+      ['{"title":"a","body":"b","status":"draft",}', 'not valid JSON at line 1, column 42'],
+      ['{"title":"a","body":"b","status":"draft"} x', 'not valid JSON at line 1, column 43'],
+      ['nul', 'the JSON ends before it is complete'],
+      ['{"title":"a\\x"}', 'not valid JSON at line 1, column 13'],
+      ['{\n  "title": "a",\n  "body": "b",\n}', 'not valid JSON at line 4, column 1'],
+      // The parser names no position for an unexpected token; its message (which quotes the body) is not passed on.
+      ['{\n  "title": secret\n}', 'not valid JSON'],
+    ];
+    for (const [payload, problem] of bodies) {
+      const details = [{ path: '/body', message: problem }];
+      await rejects(json('POST', '/v1/posts', memberToken, payload), NOT_JSON, details);
+      await rejects(json('PUT', `/v1/posts/${post.id}`, memberToken, payload), NOT_JSON, details);
+      await rejects(json('POST', '/v1/users', adminToken, payload), NOT_JSON, details);
+      await rejects(json('POST', `/v1/posts/${post.id}/comments`, memberToken, payload), NOT_JSON, details);
     }
   });
 
@@ -158,7 +170,7 @@ describe.each(DATABASE_KINDS)('REST bad input on %s', (kind) => {
     expect({ status: deleted.statusCode, body: deleted.body }).toEqual({ status: 204, body: '' });
     expect((await t.request({ url: `/v1/posts/${id}`, token: memberToken })).statusCode).toBe(404);
     // A body that is there is still read as JSON, and must be JSON.
-    await rejects(json('DELETE', `/v1/posts/${post.id}`, memberToken, '{'), NOT_JSON);
+    await rejects(json('DELETE', `/v1/posts/${post.id}`, memberToken, '{'), NOT_JSON, [{ path: '/body', message: 'not valid JSON at line 1, column 2' }]);
   });
 
   it('refuses wrong types without coercing them', async () => {
