@@ -23,7 +23,13 @@ const JSON_TYPE = 'application/json; charset=utf-8';
 export function applyExchangeHeaders(ex: RestExchange, reply: FastifyReply): void {
   reply.headers(ex.responseHeaders);
   if (ex.rateLimit !== null) reply.headers(rateLimitHeaders(ex.rateLimit));
-  if (ex.route.deprecated) reply.headers(ex.route.deprecationHeaders);
+  if (ex.route.deprecated) {
+    const { link, ...notice } = ex.route.deprecationHeaders;
+    reply.headers(notice);
+    // Beside a collection's rel="next" (RFC 8288 allows several links in one field), not instead of it.
+    const existing = reply.getHeader('link');
+    if (link !== undefined) reply.header('link', typeof existing === 'string' && !existing.includes(link) ? `${existing}, ${link}` : link);
+  }
 }
 
 /** A JSON response answers in the vendor media type when the client asked for it (versioning.ts). */

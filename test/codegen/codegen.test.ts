@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import config from '../../codegen.js';
 import { compileContracts, readSources, type ContractSources } from '../../codegen/compile-contracts.js';
 import { ContractError } from '../../codegen/problems.js';
+import { publishSpec } from '../../codegen/publish-spec.js';
 import { rejectUnknownOutputs } from '../../codegen/unknown-outputs.js';
 
 const sources = readSources();
@@ -294,6 +295,35 @@ describe('codegen: deprecation', () => {
       sunset: 'Wed, 01 Jul 2026 00:00:00 GMT',
       link: '</docs#operation/listPosts>; rel="deprecation"; type="text/html"',
     });
+  });
+
+  it('declares the deprecation headers on every response of a deprecated operation in the published contract', () => {
+    const { doc } = compileContracts(
+      withOpenapi((doc) => {
+        Object.assign(doc.paths['/v1/posts'].get, { deprecated: true, 'x-deprecated-since': '2026-01-01T00:00:00Z', 'x-sunset': '2026-07-01' });
+      }),
+    );
+    const published = publishSpec(doc);
+    const responses = published.paths['/v1/posts'].get.responses as Record<string, any>;
+    expect(Object.keys(responses).length).toBeGreaterThan(3);
+    for (const [status, response] of Object.entries(responses)) {
+      // Shared error responses are copied into the operation, with the component's own headers kept.
+      expect(response.$ref, status).toBeUndefined();
+      expect(response.headers.Deprecation, status).toEqual({ description: expect.stringContaining('RFC 9745'), required: true, schema: { type: 'string', pattern: '^@[0-9]+$' } });
+      expect(response.headers.Sunset, status).toEqual({ description: expect.stringContaining('RFC 8594'), required: true, schema: { type: 'string' } });
+      expect(response.headers['Access-Control-Allow-Origin'], status).toEqual({ $ref: '#/components/headers/Access-Control-Allow-Origin' });
+      expect(response.headers.Link, status).toBeDefined();
+    }
+    // The page's Link header stays as declared: the deprecation link goes into the same field.
+    expect(responses['200'].headers.Link).toEqual({ $ref: '#/components/headers/Link' });
+    expect(responses['400'].headers.Link).toEqual({ description: expect.stringContaining('rel="deprecation"'), required: true, schema: { type: 'string' } });
+    expect(responses['400'].content).toEqual((published.components!.responses as Record<string, any>).BadRequest.content);
+    // An operation that is not deprecated is published as before; without x-sunset there is no Sunset.
+    expect(published.paths['/v1/posts/{postId}']).toEqual(publishSpec(compileContracts(sources).doc).paths['/v1/posts/{postId}']);
+    const unsunset = publishSpec(
+      compileContracts(withOpenapi((doc) => Object.assign(doc.paths['/v1/posts'].get, { deprecated: true, 'x-deprecated-since': '2026-01-01T00:00:00Z' }))).doc,
+    );
+    expect((unsunset.paths['/v1/posts'].get.responses as Record<string, any>)['200'].headers.Sunset).toBeUndefined();
   });
 
   it('links the replacement an operation names (x-replaced-by), and refuses one that names no operation', async () => {
