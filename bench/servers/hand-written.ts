@@ -101,10 +101,9 @@ app.addHook('onRequest', (request, reply, done) => {
   const authorization = request.headers.authorization;
   const bearer = authorization?.startsWith('Bearer ') ? authorization.slice('Bearer '.length) : '';
   // Keyed by the token's tail, confirmed by the whole string, as the pipeline's cache of verified tokens is.
-  const cached = principals.get(bearer.slice(-32));
+  const principal = principals.get(bearer.slice(-32));
   const now = Date.now();
-  if (cached === undefined || cached.token !== bearer || cached.expiresAt <= now) return void refuse(request, reply, 401);
-  const principal = cached;
+  if (principal === undefined || principal.token !== bearer || principal.expiresAt <= now) return void refuse(request, reply, 401);
   if (!principal.scopes.has('read:posts') || !permissions.get(principal.role)?.has('read_post')) return void refuse(request, reply, 403);
   (request as unknown as { principal: Principal }).principal = principal;
   let window = windows.get(principal.clientId);

@@ -231,7 +231,9 @@ export class LeasedCounters implements SharedCounters {
 
   consume(key: string, weight: number, budget: number): SharedSpent | Promise<SharedSpent> {
     const now = Date.now();
-    const lease = this.#leases.get(key);
+    // A budget too small to share is never leased: nothing to hold for its keys.
+    const leasable = budget >= LEASE_SHARE;
+    const lease = leasable ? this.#leases.get(key) : undefined;
     if (lease !== undefined) {
       if (lease.left >= weight && now < lease.endsAt && now - lease.leasedAt < this.leaseMs) {
         lease.left -= weight;
@@ -245,7 +247,7 @@ export class LeasedCounters implements SharedCounters {
       .ask(['take', this.policy, this.windowMs, key, weight, budget, busy ? LEASE_POINTS : 0])
       .then(([points, endsAt, leased]) => {
         const answeredAt = Date.now();
-        this.#hold(key, points, endsAt, leased, answeredAt);
+        if (leasable) this.#hold(key, points, endsAt, leased, answeredAt);
         return { consumedPoints: points - leased, msBeforeNext: endsAt - answeredAt };
       });
   }

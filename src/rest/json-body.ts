@@ -63,7 +63,7 @@ export function parseJsonBody(
  * Where the parser gave up, as a line and column of the body (1-based, in characters), without echoing any of
  * it; a body that stops early says so.
  */
-export function syntaxProblem(text: string, error: Error): string {
+function syntaxProblem(text: string, error: Error): string {
   const position = /at position (\d+)/.exec(error.message)?.[1];
   if (position === undefined) return /end of JSON input/i.test(error.message) ? 'the JSON ends before it is complete' : 'not valid JSON';
   const before = text.slice(0, Number(position));

@@ -27,8 +27,11 @@ export function applyExchangeHeaders(ex: RestExchange, reply: FastifyReply): voi
     const { link, ...notice } = ex.route.deprecationHeaders;
     reply.headers(notice);
     // Beside a collection's rel="next" (RFC 8288 allows several links in one field), not instead of it.
-    const existing = reply.getHeader('link');
-    if (link !== undefined) reply.header('link', typeof existing === 'string' && !existing.includes(link) ? `${existing}, ${link}` : link);
+    if (link !== undefined) {
+      const existing = reply.getHeader('link');
+      if (typeof existing !== 'string') reply.header('link', link);
+      else if (!existing.includes(link)) reply.header('link', `${existing}, ${link}`);
+    }
   }
 }
 
