@@ -255,6 +255,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     options.db ??
     (await openDb({
       databaseUrl: config.databaseUrl,
+      poolSize: config.databasePoolSize,
       dataDir: config.dataDir,
       backgroundCheckpoints: true,
       onCheckpointError: (message) => fastify.log.error({ err: { message } }, 'storage.checkpoint_failed'),

@@ -21,7 +21,7 @@ export async function withDatabase<T>(options: { migrate: boolean; create: boole
       ]);
     }
   }
-  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const db = await openDb({ databaseUrl: config.databaseUrl, poolSize: config.databasePoolSize, dataDir: config.dataDir });
   try {
     if (options.migrate) await migrateToLatest(db);
     return await use({ config, db });

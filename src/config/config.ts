@@ -14,6 +14,8 @@ export interface Config {
   readonly issuer: string;
   readonly dataDir: string;
   readonly databaseUrl: string | null;
+  /** DATABASE_POOL_SIZE: PostgreSQL connections this process may open (set only with DATABASE_URL). */
+  readonly databasePoolSize: number;
   readonly redisUrl: string | null;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   readonly keyEncryptionSecret: string;
@@ -286,6 +288,7 @@ export function loadConfig(env: Env = process.env): Config {
     issuer,
     dataDir: path.resolve(readString(env, 'DATA_DIR') ?? './data'),
     databaseUrl: readUrl(env, 'DATABASE_URL', ['postgres:', 'postgresql:'], problems),
+    databasePoolSize: readInt(env, 'DATABASE_POOL_SIZE', 10, 1, 1000, problems),
     redisUrl: readUrl(env, 'REDIS_URL', ['redis:', 'rediss:'], problems),
     logLevel,
     keyEncryptionSecret,
@@ -355,6 +358,10 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (config.bootstrap.clientSecret !== null && config.bootstrap.clientSecret.length < 32) {
     problems.add('BOOTSTRAP_CLIENT_SECRET', 'must be at least 32 characters');
+  }
+  // The embedded database has one connection per process: a pool size there would be read and never used.
+  if (config.databaseUrl === null && env.DATABASE_POOL_SIZE !== undefined && env.DATABASE_POOL_SIZE !== '') {
+    problems.add('DATABASE_POOL_SIZE', 'applies to PostgreSQL only; set DATABASE_URL or remove it');
   }
   if (nodeEnv === 'production' && developmentDefaults.length > 0) {
     problems.add('NODE_ENV', `production refuses development defaults; set ${developmentDefaults.join(', ')}`);

@@ -22,6 +22,8 @@ export interface Db {
 export interface DbOptions {
   /** postgres:// URL; when null the embedded SQLite file under dataDir is used. */
   databaseUrl: string | null;
+  /** PostgreSQL: the most connections this process opens (DATABASE_POOL_SIZE; 10 when not given). */
+  poolSize?: number;
   dataDir: string;
   /** ':memory:' or a file path; overrides the file under dataDir (tests). */
   sqliteFile?: string;
@@ -49,7 +51,14 @@ export async function openDb(options: DbOptions): Promise<Db> {
     const pg = await import('pg');
     // Numeric columns (bigserial) come back as strings by default; audit sequence numbers fit in a double.
     pg.default.types.setTypeParser(20, (v: string) => Number(v));
-    const pool = new pg.default.Pool({ connectionString: options.databaseUrl, max: 10, connectionTimeoutMillis: 5000 });
+    // Named in pg_stat_activity (an application_name in the URL takes precedence), so that an operator can
+    // count each process's connections against max_connections.
+    const pool = new pg.default.Pool({
+      connectionString: options.databaseUrl,
+      max: options.poolSize ?? 10,
+      connectionTimeoutMillis: 5000,
+      application_name: 'portcullis',
+    });
     // A connection the server cuts (an administrator, a failover, a restart) emits `error`, and an `error`
     // event without a listener ends the process. The pool listens on its idle clients only; a client that a
     // transaction holds between two statements needs its own listener, for its whole life. Either way the

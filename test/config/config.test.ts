@@ -81,6 +81,16 @@ describe('configuration', () => {
     ]);
   });
 
+  it('reads DATABASE_POOL_SIZE (10 by default) with DATABASE_URL, and refuses it without, where nothing would use it', () => {
+    const url = 'postgres://portcullis@db.internal/portcullis';
+    expect(loadConfig({ DATABASE_URL: url }).databasePoolSize).toBe(10);
+    expect(loadConfig({ DATABASE_URL: url, DATABASE_POOL_SIZE: '4' }).databasePoolSize).toBe(4);
+    expect(problemsOf({ DATABASE_URL: url, DATABASE_POOL_SIZE: '0' })).toEqual(['DATABASE_POOL_SIZE: must be between 1 and 1000, got 0']);
+    expect(problemsOf({ DATABASE_URL: url, DATABASE_POOL_SIZE: 'many' })).toEqual(['DATABASE_POOL_SIZE: must be an integer, got "many"']);
+    expect(problemsOf({ DATABASE_POOL_SIZE: '4' })).toEqual(['DATABASE_POOL_SIZE: applies to PostgreSQL only; set DATABASE_URL or remove it']);
+    expect(loadConfig({ DATABASE_POOL_SIZE: '' }).databasePoolSize).toBe(10);
+  });
+
   it('lists every problem at once', () => {
     expect(problemsOf({ PORT: 'eighty', DATABASE_URL: 'mysql://x', LOG_LEVEL: 'loud', TRUST_PROXY: 'maybe' })).toEqual([
       'PORT: must be an integer, got "eighty"',
