@@ -219,6 +219,12 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     // error shape like every other refusal.
     frameworkErrors(error, request, reply) {
       setCommonHeaders(request.id, reply as unknown as FastifyReply, security);
+      // Answered before routing, so no onResponse hook runs: counted (an unmatched request) and its trace
+      // id forgotten here instead.
+      reply.raw.once('close', () => {
+        metrics.request('other', 'unmatched', reply.statusCode, reply.elapsedTime / 1000);
+        forgetTrace(request.id);
+      });
       const badUrl = error.code === 'FST_ERR_BAD_URL' || error.code === 'FST_ERR_MAX_PARAM_LENGTH';
       void sendRestError(
         reply as unknown as FastifyReply,

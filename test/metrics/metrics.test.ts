@@ -62,6 +62,14 @@ describe('Prometheus metrics on their own listener', () => {
     expect(text).not.toContain('10.9.8.7');
   });
 
+  it('counts requests refused before routing (a URL that cannot be decoded) as unmatched', async () => {
+    const before = sample(await (await fetch(`${base}/metrics`)).text(), 'portcullis_requests_total', { interface: 'other', operation: 'unmatched', status: '400' }) ?? 0;
+    for (const url of ['/v1/posts/%ZZ', `/v1/posts/${'a'.repeat(300)}`]) expect((await t.app.fastify.inject({ url })).statusCode).toBe(400);
+    const text = await (await fetch(`${base}/metrics`)).text();
+    expect(sample(text, 'portcullis_requests_total', { interface: 'other', operation: 'unmatched', status: '400' })).toBe(before + 2);
+    expect(sample(text, 'portcullis_request_duration_seconds_count', { interface: 'other', operation: 'unmatched' })).toBeGreaterThanOrEqual(2);
+  });
+
   it('answers nothing but GET /metrics', async () => {
     expect((await fetch(`${base}/`)).status).toBe(404);
     expect((await fetch(`${base}/metrics`, { method: 'POST' })).status).toBe(404);
