@@ -5,12 +5,13 @@ import type http from 'node:http';
 import { AggregatorRegistry } from 'prom-client';
 import { buildApp, type App } from './app.js';
 import { AuditKeyDecryptionError } from './audit/checkpoints.js';
-import { EXIT_CONFIG } from './cli/cli-errors.js';
+import { EXIT_CONFIG, EXIT_FAILURE } from './cli/cli-errors.js';
 import { KeyDecryptionError } from './oauth/keys/key-encryption.js';
 import { runPrimary } from './cluster/primary.js';
 import { loadConfigOrExit, type Config } from './config/config.js';
 import { listenProblem, metricsListenProblem } from './http/listen-problem.js';
 import { serveMetrics } from './metrics/metrics.js';
+import { UnknownMigrationsError } from './storage/migrate.js';
 
 /**
  * `npm start`: validated configuration, then either one server process, or (WORKERS > 1) a primary that
@@ -28,9 +29,16 @@ async function serve(config: Config): Promise<void> {
     app = await buildApp(config);
   } catch (error) {
     // A KEY_ENCRYPTION_SECRET that opens none of the stored keys: a configuration error, said in one line.
-    if (!(error instanceof KeyDecryptionError || error instanceof AuditKeyDecryptionError)) throw error;
-    console.error(`portcullis: ${error.message}`);
-    process.exit(EXIT_CONFIG);
+    if (error instanceof KeyDecryptionError || error instanceof AuditKeyDecryptionError) {
+      console.error(`portcullis: ${error.message}`);
+      process.exit(EXIT_CONFIG);
+    }
+    // A database a newer version migrated (a rollback): said in one line, the database left as it is.
+    if (error instanceof UnknownMigrationsError) {
+      console.error(`portcullis: ${error.message}`);
+      process.exit(EXIT_FAILURE);
+    }
+    throw error;
   }
   try {
     await app.fastify.listen({ host: config.host, port: config.port });

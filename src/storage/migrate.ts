@@ -1,4 +1,4 @@
-import { Migrator, type Migration, type MigrationProvider } from 'kysely';
+import { DEFAULT_MIGRATION_TABLE, Migrator, sql, type Migration, type MigrationProvider } from 'kysely';
 import type { Db } from './dialect.js';
 import { initial } from './migrations/001-initial.js';
 import { idempotencyKeys } from './migrations/002-idempotency-keys.js';
@@ -52,12 +52,38 @@ export async function migrateTo(db: Db, name: string): Promise<string[]> {
   return migrateWith(db, (migrator) => migrator.migrateTo(name), {});
 }
 
+/**
+ * The database has applied migrations this code does not have: a newer version of the server migrated it
+ * (this one is a rollback), or a contract with resource types this one lacks. Nothing is changed; the
+ * server does not start on a schema it does not know.
+ */
+export class UnknownMigrationsError extends Error {
+  constructor(readonly names: readonly string[]) {
+    super(
+      `The database has applied migrations this version does not know (${names.join(', ')}): a newer version of the server, ` +
+        'or a contract with more resource types, migrated it. Run that version, or restore a backup taken before it migrated.',
+    );
+    this.name = 'UnknownMigrationsError';
+  }
+}
+
+/** The names of the migrations the database has applied (none on a new database). */
+async function appliedMigrations(db: Db): Promise<string[]> {
+  const tables = await db.kysely.introspection.getTables({ withInternalKyselyTables: true });
+  if (!tables.some((table) => table.name === DEFAULT_MIGRATION_TABLE)) return [];
+  const { rows } = await sql<{ name: string }>`select name from ${sql.table(DEFAULT_MIGRATION_TABLE)}`.execute(db.kysely);
+  return rows.map((row) => row.name);
+}
+
 async function migrateWith(
   db: Db,
   run: (migrator: Migrator) => ReturnType<Migrator['migrateToLatest']>,
   more: Readonly<Record<string, Migration>>,
 ): Promise<string[]> {
-  const provider: MigrationProvider = { getMigrations: async () => ({ ...migrationsFor(db), ...more }) };
+  const migrations = { ...migrationsFor(db), ...more };
+  const unknown = (await appliedMigrations(db)).filter((name) => !Object.hasOwn(migrations, name)).sort();
+  if (unknown.length > 0) throw new UnknownMigrationsError(unknown);
+  const provider: MigrationProvider = { getMigrations: async () => migrations };
   const migrator = new Migrator({ db: db.kysely, provider });
   const { error, results } = await run(migrator);
   if (error) throw error instanceof Error ? error : new Error(String(error));

@@ -109,6 +109,31 @@ describe('server process', () => {
     expect(wrong.output()).not.toContain('    at ');
   });
 
+  it('stops with exit 1 and one line, changing nothing, on a database a newer version migrated', async () => {
+    const first = await startServer();
+    await waitUntilLive(first);
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+    // What a newer version leaves behind when it is rolled back: a migration this one does not have.
+    const file = path.join(first.dataDir, 'portcullis.db');
+    const sqlite = new Database(file);
+    sqlite.prepare('insert into kysely_migration (name, timestamp) values (?, ?)').run('999-from-the-future', new Date().toISOString());
+    const applied = () => sqlite.prepare('select name from kysely_migration order by name').pluck().all();
+    const before = applied();
+    const older = await startServer({}, first.dataDir);
+    expect(await older.exited).toBe(1);
+    const errors = older
+      .output()
+      .split('\n')
+      .filter((line) => line !== '' && !line.startsWith('{'));
+    expect(errors).toEqual([
+      'portcullis: The database has applied migrations this version does not know (999-from-the-future): a newer version of the server, ' +
+        'or a contract with more resource types, migrated it. Run that version, or restore a backup taken before it migrated.',
+    ]);
+    expect(applied()).toEqual(before);
+    sqlite.close();
+  });
+
   it('refuses development defaults under NODE_ENV=production', async () => {
     const server = await startServer({ NODE_ENV: 'production' });
     expect(await server.exited).toBe(78);

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createTestDatabase, DATABASE_KINDS } from '../helpers/databases.js';
 import { insertUser, findUserById } from '../../src/storage/users.js';
 import { newId, nowIso } from '../../src/storage/ids.js';
-import { migrateTo, migrateToLatest } from '../../src/storage/migrate.js';
+import { migrateTo, migrateToLatest, UnknownMigrationsError } from '../../src/storage/migrate.js';
 import { findClientByClientId } from '../../src/storage/clients.js';
 import { sql, type Kysely } from 'kysely';
 
@@ -15,6 +15,27 @@ describe.each(DATABASE_KINDS)('storage on %s', (kind) => {
       const user = await findUserById(t.db.kysely, id);
       expect(user).toMatchObject({ id, email: 'a@example.com', active: false, role: 'member' });
       await expect(t.db.ping()).resolves.toBeUndefined();
+    } finally {
+      await t.drop();
+    }
+  });
+
+  it('refuses a database migrated by a newer version (a rollback), naming the migrations it does not know, and changes nothing', async () => {
+    const t = await createTestDatabase(kind);
+    try {
+      // A newer version's migration: applied once, then the code that had it is gone.
+      const table = (name: string) => ({ up: async (db: Kysely<any>) => void (await db.schema.createTable(name).addColumn('id', 'text', (c) => c.primaryKey()).execute()) });
+      const newer = { '900-newer-things': table('newer_things'), '901-more': table('more_things') };
+      expect(await migrateToLatest(t.db, newer)).toEqual(['900-newer-things', '901-more']);
+      const error = await migrateToLatest(t.db).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(UnknownMigrationsError);
+      expect((error as UnknownMigrationsError).names).toEqual(['900-newer-things', '901-more']);
+      expect((error as Error).message).toBe(
+        'The database has applied migrations this version does not know (900-newer-things, 901-more): a newer version of the server, ' +
+          'or a contract with more resource types, migrated it. Run that version, or restore a backup taken before it migrated.',
+      );
+      // With the migrations it knows, the same database migrates (there is nothing left to apply).
+      expect(await migrateToLatest(t.db, newer)).toEqual([]);
     } finally {
       await t.drop();
     }
