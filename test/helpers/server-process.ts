@@ -1,23 +1,14 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach } from 'vitest';
+import { freePort } from './free-port.js';
 
 // The server as operators run it (`npm start` runs the compiled dist/src/main.js), on a real socket; every
 // process started here is killed and its data directory removed after each test.
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 export interface Running {
   child: ChildProcess;
