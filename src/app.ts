@@ -221,10 +221,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       setCommonHeaders(request.id, reply as unknown as FastifyReply, security);
       // Answered before routing, so no onResponse hook runs: counted (an unmatched request) and its trace
       // id forgotten here instead.
-      reply.raw.once('close', () => {
-        metrics.request('other', 'unmatched', reply.statusCode, reply.elapsedTime / 1000);
-        forgetTrace(request.id);
-      });
+      reply.raw.once('close', () => answered(request as unknown as FastifyRequest, reply as unknown as FastifyReply, 'other', 'unmatched'));
       const badUrl = error.code === 'FST_ERR_BAD_URL' || error.code === 'FST_ERR_MAX_PARAM_LENGTH';
       void sendRestError(
         reply as unknown as FastifyReply,
@@ -360,6 +357,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   });
   // Every answer, by interface and operation (the contract's operationId, `graphql`, the authorization
   // server's route, or `unmatched`: a bounded label whatever the path); then its trace id can go.
+  const answered = (request: FastifyRequest, reply: FastifyReply, iface: string, operation: string): void => {
+    metrics.request(iface, operation, reply.statusCode, reply.elapsedTime / 1000);
+    forgetTrace(request.id);
+  };
   fastify.addHook('onResponse', (request, reply, done) => {
     // Read once: Fastify builds routeOptions anew on every read.
     const options = request.routeOptions;
@@ -370,8 +371,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     if (route) [iface, operation] = ['rest', route.operationId];
     else if (url === GRAPHQL_PATH) [iface, operation] = ['graphql', 'graphql'];
     else if (url !== undefined && (url.startsWith('/oauth/') || url.startsWith('/.well-known/'))) iface = 'oauth';
-    metrics.request(iface, operation, reply.statusCode, reply.elapsedTime / 1000);
-    forgetTrace(request.id);
+    answered(request, reply, iface, operation);
     // An upgrade request answered over HTTP before @fastify/websocket's own hooks ran (refused by the hook
     // below): Node handed its socket over for the upgrade, so nothing else would ever close it, and a
     // half-open socket would hold the server's close.

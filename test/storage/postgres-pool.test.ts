@@ -43,12 +43,15 @@ describePostgres('the PostgreSQL connection pool', () => {
     }
   }
 
-  async function startWith(env: Record<string, string>): Promise<{ app: App; url: string }> {
+  /** The server on a new database, its DATABASE_URL the database's URL as `configure` changes it. */
+  async function startWith(env: Record<string, string>, configure: (url: URL) => void = () => {}): Promise<{ app: App; url: string }> {
     // Not migrated, the helper's own pool never connects: every connection seen is the server's.
     database = await createTestDatabase('postgres', { migrate: false });
     const url = database.url!;
+    const configured = new URL(url);
+    configure(configured);
     dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'portcullis-pool-'));
-    app = await buildApp(configFrom({ DATA_DIR: dataDir, LOG_LEVEL: 'silent', DATABASE_URL: url, ...env }));
+    app = await buildApp(configFrom({ DATA_DIR: dataDir, LOG_LEVEL: 'silent', DATABASE_URL: configured.toString(), ...env }));
     return { app, url };
   }
 
@@ -75,11 +78,7 @@ describePostgres('the PostgreSQL connection pool', () => {
   });
 
   it('keeps an application_name the URL gives', async () => {
-    database = await createTestDatabase('postgres', { migrate: false });
-    const named = new URL(database.url!);
-    named.searchParams.set('application_name', 'api-eu-1');
-    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'portcullis-pool-'));
-    app = await buildApp(configFrom({ DATA_DIR: dataDir, LOG_LEVEL: 'silent', DATABASE_URL: named.toString(), DATABASE_POOL_SIZE: '3' }));
-    expect(await underLoad(app, database.url!, 3)).toEqual({ 'api-eu-1': 3 });
+    const { app, url } = await startWith({ DATABASE_POOL_SIZE: '3' }, (named) => named.searchParams.set('application_name', 'api-eu-1'));
+    expect(await underLoad(app, url, 3)).toEqual({ 'api-eu-1': 3 });
   });
 });
