@@ -6,6 +6,8 @@
  * primary included — so that what node:cluster adds per request is visible. On a 2-core machine the load
  * generator shares the cores with the workers: judge CPU per request, not requests per second.
  *
+ * All four servers run from the start, the ones not measured stopped (SIGSTOP); BENCH_ROUNDS rounds (default
+ * 3) each measure one worker and two back to back, and the ratio is the median of the rounds' ratios.
  * BENCH_RATE=N sends N requests per second in all (open-loop) instead of as many as 50 connections can, so
  * that one worker and two are compared doing the same work.
  */
@@ -15,10 +17,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { cpuMillis, freePort } from './processes.js';
+import { cpuMillis, freePort, median } from './processes.js';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 5);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const WARMUP = 2;
+/** Per server and request, once, before the first round. */
+const START_WARMUP = 5;
 const CONNECTIONS = 50;
 const RATE = process.env.BENCH_RATE ? Number(process.env.BENCH_RATE) : null;
 const POSTGRES_URL = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -45,6 +50,9 @@ interface Running {
   base: string;
   cleanup: () => Promise<void>;
 }
+
+// The compiled server, rebuilt first when src/ is newer than dist/.
+if (spawnSync(process.execPath, ['bin/build.js', '--if-stale'], { stdio: 'inherit' }).status !== 0) throw new Error('the build failed');
 
 async function start(workers: number, database: 'sqlite' | 'postgres'): Promise<Running> {
   const port = await freePort();
@@ -153,44 +161,110 @@ async function measure(scenario: string, server: Running, options: autocannon.Op
   };
 }
 
-const rows: Row[] = [];
-const databases = (process.env.BENCH_DATABASES ?? 'sqlite,postgres').split(',') as ('sqlite' | 'postgres')[];
-for (const database of databases) {
-  for (const workers of [1, 2]) {
-    const server = await start(workers, database);
+/** A running server's processes (the primary and its workers) stopped or resumed together. */
+function signalTree(server: Running, signal: 'SIGSTOP' | 'SIGCONT'): void {
+  for (const pid of processTree(server.child.pid!)) {
     try {
-      const bearer = await token(server.base);
-      const headers = { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' };
-      const created = await fetch(`${server.base}/v1/posts`, { method: 'POST', headers, body: JSON.stringify({ title: 'Bench', body: 'text', status: 'published' }) });
-      const { id } = (await created.json()) as { id: string };
-      const label = `${database}, WORKERS=${workers}`;
-      rows.push(await measure(`${label}: GET /v1/posts/{postId}`, server, { url: `${server.base}/v1/posts/${id}`, headers }));
-      rows.push(
-        await measure(`${label}: POST /v1/posts`, server, {
-          url: `${server.base}/v1/posts`,
-          method: 'POST',
-          headers,
-          body: JSON.stringify({ title: 'Written under load', body: 'text', status: 'draft' }),
-        }),
-      );
-    } finally {
-      await server.cleanup();
+      process.kill(pid, signal);
+    } catch {
+      // exited in between
     }
   }
 }
 
+interface Target {
+  database: 'sqlite' | 'postgres';
+  workers: number;
+  server: Running;
+  read: autocannon.Options;
+  write: autocannon.Options;
+}
+
+async function prepare(database: 'sqlite' | 'postgres', workers: number): Promise<Target> {
+  const server = await start(workers, database);
+  const bearer = await token(server.base);
+  const headers = { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' };
+  const created = await fetch(`${server.base}/v1/posts`, { method: 'POST', headers, body: JSON.stringify({ title: 'Bench', body: 'text', status: 'published' }) });
+  const { id } = (await created.json()) as { id: string };
+  return {
+    database,
+    workers,
+    server,
+    read: { url: `${server.base}/v1/posts/${id}`, headers },
+    write: { url: `${server.base}/v1/posts`, method: 'POST', headers, body: JSON.stringify({ title: 'Written under load', body: 'text', status: 'draft' }) },
+  };
+}
+
+const KINDS = { read: 'GET /v1/posts/{postId}', write: 'POST /v1/posts' } as const;
+const databases = (process.env.BENCH_DATABASES ?? 'sqlite,postgres').split(',') as ('sqlite' | 'postgres')[];
+const targets: Target[] = [];
+for (const database of databases) for (const workers of [1, 2]) targets.push(await prepare(database, workers));
+// Only the server measured runs: the others are stopped, so that their background work (a WAL checkpoint,
+// an audit flush, a lease returned) lands in nobody's figures.
+for (const target of targets) signalTree(target.server, 'SIGSTOP');
+// A server just started runs its code unoptimised until V8 has compiled it: a first measurement of two
+// workers, each of which had half the warm-up, would be charged for that. Every server first serves reads
+// and writes alone for a while, measured by nobody.
+for (const target of targets) {
+  signalTree(target.server, 'SIGCONT');
+  try {
+    for (const kind of ['read', 'write'] as const) await autocannon({ ...target[kind], connections: CONNECTIONS, duration: START_WARMUP });
+  } finally {
+    signalTree(target.server, 'SIGSTOP');
+  }
+}
+
+/**
+ * Each round measures one worker and two back to back for every database and request (which goes first
+ * alternates between rounds), and a ratio is taken within a round: this machine's speed drifts by a third
+ * between minutes, more than the difference measured.
+ */
+const rows = new Map<string, Row[]>();
+const ratios = new Map<string, number[]>();
+try {
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const database of databases) {
+      for (const kind of ['read', 'write'] as const) {
+        const pair = targets.filter((target) => target.database === database);
+        const order = round % 2 === 0 ? pair : [...pair].reverse();
+        const measured = new Map<number, Row>();
+        for (const target of order) {
+          const scenario = `${database}, WORKERS=${target.workers}: ${KINDS[kind]}`;
+          signalTree(target.server, 'SIGCONT');
+          try {
+            measured.set(target.workers, await measure(scenario, target.server, target[kind]));
+          } finally {
+            signalTree(target.server, 'SIGSTOP');
+          }
+          rows.set(scenario, [...(rows.get(scenario) ?? []), measured.get(target.workers)!]);
+        }
+        const key = `${database}, ${KINDS[kind]}`;
+        ratios.set(key, [...(ratios.get(key) ?? []), measured.get(2)!.cpuMicrosPerRequest / measured.get(1)!.cpuMicrosPerRequest]);
+      }
+    }
+  }
+} finally {
+  for (const target of targets) {
+    signalTree(target.server, 'SIGCONT');
+    await target.server.cleanup();
+  }
+}
+
 console.log(`${os.cpus()[0]?.model ?? 'unknown CPU'}, ${os.cpus().length} cores, Node ${process.version}, unpinned (the workers and the load generator share the cores)`);
-console.log(`${CONNECTIONS} connections${RATE ? `, ${RATE} requests/s in all` : ''}, ${WARMUP} s warm-up, ${DURATION} s measured; CPU time of the primary and every worker\n`);
+console.log(
+  `${CONNECTIONS} connections${RATE ? `, ${RATE} requests/s in all` : ''}, ${ROUNDS} rounds of ${WARMUP} s warm-up and ${DURATION} s measured per scenario; ` +
+    'CPU time of the primary and every worker; medians\n',
+);
 console.log('| scenario | req/s | p50 ms | p99 ms | non-2xx | CPU µs/req | of which the primary |');
 console.log('|---|---|---|---|---|---|---|');
-for (const row of rows) {
-  console.log(`| ${row.scenario} | ${row.requestsPerSecond} | ${row.p50} | ${row.p99} | ${row.non2xx} | ${row.cpuMicrosPerRequest} | ${row.primaryMicrosPerRequest ?? '-'} |`);
+for (const [scenario, runs] of rows) {
+  const primary = runs.map((run) => run.primaryMicrosPerRequest).filter((value) => value !== null);
+  console.log(
+    `| ${scenario} | ${Math.round(median(runs.map((run) => run.requestsPerSecond)))} | ${median(runs.map((run) => run.p50))} | ${median(runs.map((run) => run.p99))} | ` +
+      `${runs.reduce((sum, run) => sum + run.non2xx, 0)} | ${Math.round(median(runs.map((run) => run.cpuMicrosPerRequest)))} | ${primary.length > 0 ? Math.round(median(primary)) : '-'} |`,
+  );
 }
-console.log('\nCPU per request, WORKERS=2 against WORKERS=1:');
-for (const database of databases) {
-  for (const kind of ['GET /v1/posts/{postId}', 'POST /v1/posts']) {
-    const one = rows.find((row) => row.scenario === `${database}, WORKERS=1: ${kind}`)!;
-    const two = rows.find((row) => row.scenario === `${database}, WORKERS=2: ${kind}`)!;
-    console.log(`- ${database}, ${kind}: ${(two.cpuMicrosPerRequest / one.cpuMicrosPerRequest).toFixed(2)}x`);
-  }
+console.log('\nCPU per request, WORKERS=2 against WORKERS=1 (median of the rounds\' ratios; each round\'s in brackets):');
+for (const [key, values] of ratios) {
+  console.log(`- ${key}: ${median(values).toFixed(2)}x (${values.map((value) => value.toFixed(2)).join(', ')})`);
 }
