@@ -50,11 +50,14 @@ const INSERT_SQL = `insert into audit_events (id, time, request_id, subject, cli
   count, source_address, first_seen, last_seen, scopes, trace_id)
   values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 
-/** The SQLite append itself, synchronous: the caller holds the connection (see appendAuditEvents). */
-export function appendOnSqlite(handle: SqliteHandle, batch: readonly AuditEvent[]): void {
+/**
+ * The SQLite append itself, synchronous once SQLite's write lock is taken (a promise only while another
+ * process holds it): the caller holds the connection (see appendAuditEvents).
+ */
+export function appendOnSqlite(handle: SqliteHandle, batch: readonly AuditEvent[]): void | Promise<void> {
   const last = handle.prepare(LAST_HASH_SQL);
   const insert = handle.prepare(INSERT_SQL);
-  handle.immediateTransaction(() => {
+  return handle.immediateTransaction(() => {
     let prevHash = (last.get() as { hash: string | null } | undefined)?.hash ?? GENESIS_HASH;
     for (const e of batch) {
       const hash = chainHash(prevHash, e);

@@ -11,8 +11,14 @@ export interface SqliteHandle {
   /** A prepared statement, cached by SQL text (shared with Kysely). */
   prepare(sql: string): Statement;
   readonly inTransaction: boolean;
-  /** BEGIN IMMEDIATE: takes the write lock before the first read, so another process cannot interleave. */
-  immediateTransaction<T>(run: () => T): T;
+  /**
+   * BEGIN IMMEDIATE: takes the write lock before the first read, so another process cannot interleave. At
+   * once when no other connection holds it; else a promise, the event loop free while it waits
+   * (sqlite-write-lock.ts). The caller commits or rolls back.
+   */
+  beginImmediate(): void | Promise<void>;
+  /** `run` (synchronous) in a transaction begun as `beginImmediate` does, committed once it returns. */
+  immediateTransaction<T>(run: () => T): T | Promise<T>;
   /**
    * SQLite's online backup (sqlite3_backup) of the whole database into `file`, an existing empty file or
    * none: the pages as of one read transaction, whatever other connections write meanwhile. Returns the

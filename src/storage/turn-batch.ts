@@ -178,7 +178,7 @@ async function commitOnSqlite(handle: SqliteHandle, store: GrantStore, waiters: 
   const rowWaiters = waiters.filter((waiter): waiter is RowsWaiter => waiter.kind === 'rows');
   const outcomes = new Map<WorkWaiter, Outcome>();
   const transaction = writes(waiters);
-  if (transaction) run('begin immediate');
+  if (transaction) await handle.beginImmediate();
   try {
     const current = new Map<string, RegistrationState>();
     for (const id of guardedIds(rowWaiters)) {

@@ -115,8 +115,9 @@ describe('audit log after a write whose commit was never confirmed', () => {
         get inTransaction() {
           return handle.inTransaction;
         },
-        immediateTransaction(run) {
-          const result = handle.immediateTransaction(run);
+        beginImmediate: handle.beginImmediate,
+        async immediateTransaction(run) {
+          const result = await handle.immediateTransaction(run);
           if (lose-- > 0) throw Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' });
           return result;
         },

@@ -41,6 +41,7 @@ function statementLog() {
     get inTransaction() {
       return handle.inTransaction;
     },
+    beginImmediate: () => handle.beginImmediate(),
     immediateTransaction: (run) => handle.immediateTransaction(run),
     backup: (file) => handle.backup(file),
   });

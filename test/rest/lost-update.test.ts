@@ -31,6 +31,7 @@ function afterNextRead(handle: SqliteHandle, state: { id: string | null; between
     get inTransaction() {
       return handle.inTransaction;
     },
+    beginImmediate: () => handle.beginImmediate(),
     immediateTransaction: (run) => handle.immediateTransaction(run),
     backup: (file) => handle.backup(file),
   };
