@@ -138,6 +138,17 @@ interface Row {
   cpuMicrosPerRequest: number;
   /** Of which the primary's (WORKERS > 1): the rate-limit counters and the relaying it does for the workers. */
   primaryMicrosPerRequest: number | null;
+  /** What the non-2xx were (status codes, connection errors, timeouts), or null. */
+  failures: string | null;
+}
+
+function describeFailures(result: autocannon.Result): string | null {
+  const statuses = Object.entries(result.statusCodeStats ?? {})
+    .filter(([code]) => !code.startsWith('2'))
+    .map(([code, { count }]) => `${count ?? 0} x ${code}`);
+  if (result.errors > 0) statuses.push(`${result.errors} connection errors`);
+  if (result.timeouts > 0) statuses.push(`${result.timeouts} timeouts`);
+  return statuses.length > 0 ? statuses.join(', ') : null;
 }
 
 async function measure(scenario: string, server: Running, options: autocannon.Options): Promise<Row> {
@@ -156,6 +167,7 @@ async function measure(scenario: string, server: Running, options: autocannon.Op
     p50: result.latency.p50,
     p99: result.latency.p99,
     non2xx: result.non2xx + result.errors + result.timeouts,
+    failures: describeFailures(result),
     cpuMicrosPerRequest: Math.round(((after - before) * 1000) / Math.max(1, requests)),
     primaryMicrosPerRequest: workers ? Math.round(((primaryAfter - primaryBefore) * 1000) / Math.max(1, requests)) : null,
   };
@@ -263,6 +275,11 @@ for (const [scenario, runs] of rows) {
     `| ${scenario} | ${Math.round(median(runs.map((run) => run.requestsPerSecond)))} | ${median(runs.map((run) => run.p50))} | ${median(runs.map((run) => run.p99))} | ` +
       `${runs.reduce((sum, run) => sum + run.non2xx, 0)} | ${Math.round(median(runs.map((run) => run.cpuMicrosPerRequest)))} | ${primary.length > 0 ? Math.round(median(primary)) : '-'} |`,
   );
+}
+for (const [scenario, runs] of rows) {
+  runs.forEach((run, round) => {
+    if (run.failures !== null) console.log(`\n${scenario}, round ${round + 1}: ${run.failures}`);
+  });
 }
 console.log('\nCPU per request, WORKERS=2 against WORKERS=1 (median of the rounds\' ratios; each round\'s in brackets):');
 for (const [key, values] of ratios) {
