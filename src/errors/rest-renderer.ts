@@ -49,7 +49,7 @@ export function isRefusal(error: unknown): boolean {
 // PORTCULLIS_BATCH_COMMIT_FAILED: a commit shared by the requests of one turn failed (storage/turn-batch.ts);
 // none of them is at fault, and each may succeed when retried.
 const UNAVAILABLE_CODES = new Set([
-  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'SQLITE_BUSY',
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND',
   '57P01', '57P02', '57P03', '53300', '3D000', '08006', '08001', '08003',
   'PORTCULLIS_BATCH_COMMIT_FAILED',
 ]);
@@ -58,7 +58,8 @@ const UNAVAILABLE_CODES = new Set([
 export function isUnavailable(error: unknown): boolean {
   if (!error || typeof error !== 'object') return false;
   const code = (error as { code?: unknown }).code;
-  if (typeof code === 'string' && UNAVAILABLE_CODES.has(code)) return true;
+  // SQLITE_BUSY and its extended codes (SQLITE_BUSY_RECOVERY, ...): another connection holds a lock.
+  if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || code.startsWith('SQLITE_BUSY'))) return true;
   const message = (error as { message?: unknown }).message;
   return typeof message === 'string' && /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED/.test(message);
 }

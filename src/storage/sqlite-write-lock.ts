@@ -25,6 +25,8 @@ export interface SqliteWriteLock {
 
 export function sqliteWriteLock(database: SqliteDatabase, prepare: (sql: string) => Statement, timeoutMs = BUSY_TIMEOUT_MS): SqliteWriteLock {
   const begin = prepare('begin immediate');
+  const rollback = prepare('rollback');
+  const restoreWait = () => database.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`, { simple: true });
   /**
    * One attempt: the error when another connection holds the lock, nothing once it is taken. SQLite applies
    * a `busy_timeout` pragma when it compiles the statement, not when it runs it, so each is compiled anew
@@ -32,15 +34,24 @@ export function sqliteWriteLock(database: SqliteDatabase, prepare: (sql: string)
    */
   const attempt = (): Error | undefined => {
     database.pragma('busy_timeout = 0', { simple: true });
+    let outcome: Error | undefined;
     try {
       begin.run();
-      return undefined;
     } catch (error) {
-      if (isBusy(error)) return error as Error;
-      throw error;
-    } finally {
-      database.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`, { simple: true });
+      if (!isBusy(error)) {
+        restoreWait();
+        throw error;
+      }
+      outcome = error as Error;
     }
+    try {
+      restoreWait();
+    } catch (error) {
+      // The connection would go on without its readers' wait: the transaction is not handed out either.
+      if (database.inTransaction) rollback.run();
+      throw error;
+    }
+    return outcome;
   };
   const retry = async (first: Error): Promise<void> => {
     const deadline = Date.now() + timeoutMs;

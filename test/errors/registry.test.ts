@@ -39,6 +39,14 @@ describe('error registry', () => {
     });
   });
 
+  it('renders SQLite’s lock held too long (SQLITE_BUSY and its extended codes) as UNAVAILABLE, and no other SQLite error', () => {
+    const unavailable = { status: 503, headers: { 'retry-after': '2' }, body: { error: { code: 'UNAVAILABLE', message: 'The service is temporarily unavailable.' } } };
+    for (const code of ['SQLITE_BUSY', 'SQLITE_BUSY_RECOVERY', 'SQLITE_BUSY_SNAPSHOT']) {
+      expect(renderRestError(Object.assign(new Error('database is locked'), { code }))).toEqual(unavailable);
+    }
+    expect(renderRestError(Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR' })).status).toBe(500);
+  });
+
   it('gives every UNAVAILABLE a Retry-After, keeping one its thrower chose', () => {
     expect(new ApiError('UNAVAILABLE').headers).toEqual({ 'retry-after': '2' });
     expect(new ApiError('UNAVAILABLE', 'Closing.', { headers: { 'retry-after': '1', connection: 'close' } }).headers).toEqual({ 'retry-after': '1', connection: 'close' });

@@ -8,6 +8,7 @@ import { AuditLog } from '../../src/audit/audit-log.js';
 import { verifyAuditChain } from '../../src/audit/verify-chain.js';
 import { openDb, sqliteFileIn, type Db } from '../../src/storage/dialect.js';
 import { migrateToLatest } from '../../src/storage/migrate.js';
+import { BatchCommitError, TurnBatch } from '../../src/storage/turn-batch.js';
 import { writeTransaction } from '../../src/storage/write-transaction.js';
 import { sampleDecision } from '../helpers/audit.js';
 
@@ -104,6 +105,32 @@ describe('SQLite: a write waiting for another connection’s write lock', () => 
     await log.close();
   });
 
+  it('the token endpoint’s turn batch: the same', async () => {
+    holdLock();
+    const held = await whileHeld(new TurnBatch(db).transact(async () => 'committed'), 80, releaseLock);
+    expect(held).toMatchObject({ settledWhileHeld: false, result: 'committed' });
+    expect(held.ticks).toBeGreaterThanOrEqual(5);
+    expect(db.sqlite!.inTransaction).toBe(false);
+  });
+
+  it('readers keep their wait: busy_timeout is back after a lock taken, one given up on, and a BEGIN that failed otherwise', async () => {
+    const busyTimeout = (database: Db) => database.kysely.executeQuery<{ timeout: number }>(sql`pragma busy_timeout`.compile(database.kysely));
+    const impatient = await openDb({ databaseUrl: null, dataDir: dir, writeLockTimeoutMs: 30 });
+    try {
+      await impatient.sqlite!.beginImmediate();
+      expect((await busyTimeout(impatient)).rows).toEqual([{ timeout: 5000 }]);
+      // A BEGIN inside a transaction fails with another error than SQLITE_BUSY.
+      expect(() => impatient.sqlite!.beginImmediate()).toThrow(/within a transaction/);
+      expect((await busyTimeout(impatient)).rows).toEqual([{ timeout: 5000 }]);
+      impatient.sqlite!.prepare('commit').run();
+      holdLock();
+      await expect(impatient.sqlite!.beginImmediate()).rejects.toMatchObject({ code: 'SQLITE_BUSY' });
+      expect((await busyTimeout(impatient)).rows).toEqual([{ timeout: 5000 }]);
+    } finally {
+      await impatient.close();
+    }
+  });
+
   it('a transaction begins IMMEDIATE: once open, even before its first write, no other connection can take the lock', async () => {
     const refused = await db.kysely.transaction().execute(async (trx) => {
       await sql`select count(*) from scratch`.execute(trx);
@@ -143,6 +170,14 @@ describe('SQLite: a write waiting for another connection’s write lock', () => 
       expect(error).toMatchObject({ code: 'SQLITE_BUSY' });
       expect(Date.now() - started).toBeGreaterThanOrEqual(150);
       expect(ticks).toBeGreaterThanOrEqual(10);
+      expect(impatient.sqlite!.inTransaction).toBe(false);
+      // The token endpoint's turn batch fails as a whole, answered 503 by the endpoints.
+      const batchError = await new TurnBatch(impatient).transact(async () => 'committed').then(
+        () => null,
+        (failure: unknown) => failure,
+      );
+      expect(batchError).toBeInstanceOf(BatchCommitError);
+      expect((batchError as BatchCommitError).cause).toMatchObject({ code: 'SQLITE_BUSY' });
       expect(impatient.sqlite!.inTransaction).toBe(false);
       releaseLock();
       await sql`insert into scratch (id) values (${'g'})`.execute(impatient.kysely);
