@@ -85,8 +85,9 @@ class LockingSqliteDriver implements Driver {
     const commit = prepare('commit');
     const rollback = prepare('rollback');
     const inOwnTransaction = <R>(query: CompiledQuery): Promise<QueryResult<R>> => {
-      // The statement and the commit run in the same turn as the BEGIN: nothing else of this process
-      // runs inside this transaction.
+      // Kysely's SQLite connection runs the statement synchronously (better-sqlite3) and hands back a settled
+      // promise, so the commit follows it at once. Nothing else of this process runs inside the transaction:
+      // every other statement waits for Kysely's single connection, which this one holds.
       let result: Promise<QueryResult<R>>;
       try {
         result = connection.executeQuery<R>(query);
