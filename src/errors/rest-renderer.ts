@@ -1,4 +1,5 @@
 import { ApiError, ERROR_CODES, type ErrorCode } from './registry.js';
+import { isBusy } from '../storage/sqlite-write-lock.js';
 
 export interface RenderedError {
   status: number;
@@ -58,8 +59,8 @@ const UNAVAILABLE_CODES = new Set([
 export function isUnavailable(error: unknown): boolean {
   if (!error || typeof error !== 'object') return false;
   const code = (error as { code?: unknown }).code;
-  // SQLITE_BUSY and its extended codes (SQLITE_BUSY_RECOVERY, ...): another connection holds a lock.
-  if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || code.startsWith('SQLITE_BUSY'))) return true;
+  // SQLITE_BUSY and its extended codes: another connection held a lock for longer than a request waits.
+  if ((typeof code === 'string' && UNAVAILABLE_CODES.has(code)) || isBusy(error)) return true;
   const message = (error as { message?: unknown }).message;
   return typeof message === 'string' && /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED/.test(message);
 }

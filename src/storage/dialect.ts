@@ -111,19 +111,6 @@ export async function openDb(options: DbOptions): Promise<Db> {
     dialect: new LockingSqliteDialect({ database: withStatementCache(database, prepare) }, database, prepare, lock),
     plugins: [new CamelCasePlugin(), new SqliteBooleanPlugin()],
   });
-  const commit = prepare('commit');
-  const rollback = prepare('rollback');
-  /** `run` inside the transaction `lock.begin()` opened, in one turn: committed, or rolled back if it throws. */
-  const inTransaction = <T>(run: () => T): T => {
-    try {
-      const result = run();
-      commit.run();
-      return result;
-    } catch (error) {
-      if (database.inTransaction) rollback.run();
-      throw error;
-    }
-  };
   return {
     kysely,
     dialect: 'sqlite',
@@ -133,10 +120,7 @@ export async function openDb(options: DbOptions): Promise<Db> {
         return database.inTransaction;
       },
       beginImmediate: () => lock.begin(),
-      immediateTransaction: <T>(run: () => T) => {
-        const begun = lock.begin();
-        return begun === undefined ? inTransaction(run) : begun.then(() => inTransaction(run));
-      },
+      immediateTransaction: (run) => lock.transaction(run),
       backup: async (destination) => {
         // All remaining pages in one step, so in one read transaction: copied in steps, the backup would
         // start again after every commit another connection made between two steps, and might never end

@@ -82,27 +82,13 @@ class LockingSqliteDriver implements Driver {
   /** The single connection, running a write outside a transaction in a transaction of its own. */
   #locking(connection: DatabaseConnection): DatabaseConnection {
     const { database, prepare, lock } = this;
-    const commit = prepare('commit');
-    const rollback = prepare('rollback');
-    const inOwnTransaction = <R>(query: CompiledQuery): Promise<QueryResult<R>> => {
-      // Kysely's SQLite connection runs the statement synchronously (better-sqlite3) and hands back a settled
-      // promise, so the commit follows it at once. Nothing else of this process runs inside the transaction:
-      // every other statement waits for Kysely's single connection, which this one holds.
-      let result: Promise<QueryResult<R>>;
-      try {
-        result = connection.executeQuery<R>(query);
-        commit.run();
-      } catch (error) {
-        if (database.inTransaction) rollback.run();
-        throw error;
-      }
-      return result;
-    };
     return {
       executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
         if (database.inTransaction || !WRITE.test(query.sql) || prepare(query.sql).readonly) return connection.executeQuery<R>(query);
-        const begun = lock.begin();
-        return begun === undefined ? inOwnTransaction<R>(query) : begun.then(() => inOwnTransaction<R>(query));
+        // Kysely's SQLite connection runs the statement synchronously (better-sqlite3) and hands back a
+        // settled promise, so the commit follows it at once. Nothing else of this process runs inside the
+        // transaction: every other statement waits for Kysely's single connection, which this one holds.
+        return lock.transaction(() => connection.executeQuery<R>(query)) as Promise<QueryResult<R>>;
       },
       streamQuery: (query, chunkSize) => connection.streamQuery(query, chunkSize),
     };

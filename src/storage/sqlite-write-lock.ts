@@ -19,12 +19,18 @@ const MAX_PAUSE_MS = 4;
  * until BUSY_TIMEOUT_MS have passed: then the SQLITE_BUSY error is thrown, as SQLite's would have been.
  */
 export interface SqliteWriteLock {
-  /** `BEGIN IMMEDIATE`: at once (nothing returned) when the lock is free, else a promise. */
+  /** `BEGIN IMMEDIATE`: at once (nothing returned) when the lock is free, else a promise. The caller ends it. */
   begin(): void | Promise<void>;
+  /**
+   * `run` (synchronous) in a transaction begun as `begin` does, in the same turn as the lock is taken:
+   * committed once it returns, rolled back if it throws (unless SQLite already rolled back).
+   */
+  transaction<T>(run: () => T): T | Promise<T>;
 }
 
 export function sqliteWriteLock(database: SqliteDatabase, prepare: (sql: string) => Statement, timeoutMs = BUSY_TIMEOUT_MS): SqliteWriteLock {
   const begin = prepare('begin immediate');
+  const commit = prepare('commit');
   const rollback = prepare('rollback');
   const restoreWait = () => database.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`, { simple: true });
   /**
@@ -64,10 +70,25 @@ export function sqliteWriteLock(database: SqliteDatabase, prepare: (sql: string)
       busy = attempt();
     }
   };
+  const take = (): void | Promise<void> => {
+    const busy = attempt();
+    if (busy !== undefined) return retry(busy);
+  };
+  const inTransaction = <T>(run: () => T): T => {
+    try {
+      const result = run();
+      commit.run();
+      return result;
+    } catch (error) {
+      if (database.inTransaction) rollback.run();
+      throw error;
+    }
+  };
   return {
-    begin() {
-      const busy = attempt();
-      if (busy !== undefined) return retry(busy);
+    begin: take,
+    transaction<T>(run: () => T): T | Promise<T> {
+      const taken = take();
+      return taken === undefined ? inTransaction(run) : taken.then(() => inTransaction(run));
     },
   };
 }
