@@ -362,16 +362,21 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     forgetTrace(request.id);
   };
   fastify.addHook('onResponse', (request, reply, done) => {
-    // Read once: Fastify builds routeOptions anew on every read.
-    const options = request.routeOptions;
-    const route = options.config?.route;
-    const url = options.url;
-    let iface = 'other';
-    let operation = url ?? 'unmatched';
-    if (route) [iface, operation] = ['rest', route.operationId];
-    else if (url === GRAPHQL_PATH) [iface, operation] = ['graphql', 'graphql'];
-    else if (url !== undefined && (url.startsWith('/oauth/') || url.startsWith('/.well-known/'))) iface = 'oauth';
-    answered(request, reply, iface, operation);
+    // A REST request that reached its route's pipeline names its operation on its exchange; others are told
+    // apart by their route (read once: Fastify builds routeOptions anew on every read).
+    const exchange = request.exchange;
+    if (exchange) answered(request, reply, 'rest', exchange.operationId);
+    else {
+      const options = request.routeOptions;
+      const route = options.config?.route;
+      const url = options.url;
+      let iface = 'other';
+      let operation = url ?? 'unmatched';
+      if (route) [iface, operation] = ['rest', route.operationId];
+      else if (url === GRAPHQL_PATH) [iface, operation] = ['graphql', 'graphql'];
+      else if (url !== undefined && (url.startsWith('/oauth/') || url.startsWith('/.well-known/'))) iface = 'oauth';
+      answered(request, reply, iface, operation);
+    }
     // An upgrade request answered over HTTP before @fastify/websocket's own hooks ran (refused by the hook
     // below): Node handed its socket over for the upgrade, so nothing else would ever close it, and a
     // half-open socket would hold the server's close.

@@ -25,6 +25,11 @@ export interface AuthenticationInput {
    * request: a map hashes a string once, so every cache lookup of the request reuses that hash.
    */
   usualToken?: string | null;
+  /**
+   * What the cache of verified tokens held for `usualToken` when the address stage looked (null: nothing),
+   * so that authentication, which runs next in the same turn, does not look again.
+   */
+  cachedToken?: VerifiedToken | null;
 }
 
 function usualToken(input: AuthenticationInput): string | null {
@@ -57,7 +62,7 @@ export function authenticate(input: AuthenticationInput, deps: AuthenticateDeps)
   // tokens that matched the grammar below.
   const usual = usualToken(input);
   if (usual !== null) {
-    const known = decideCached(usual, deps);
+    const known = decideCached(input.cachedToken ?? deps.tokens.cachedAccessToken(usual), deps);
     if (known !== undefined) return known;
   }
   const match = BEARER.exec(input.authorization);
@@ -70,13 +75,18 @@ export function authenticate(input: AuthenticationInput, deps: AuthenticateDeps)
     });
   }
   const token = match[1]!;
-  return (token === usual ? undefined : decideCached(token, deps)) ?? verifyAndLookUp(token, deps);
+  return (token === usual ? undefined : decideCached(deps.tokens.cachedAccessToken(token), deps)) ?? verifyAndLookUp(token, deps);
 }
 
-/** Whether the header carries, in the usual form, a token this server has verified and still caches. */
+/**
+ * Whether the header carries, in the usual form, a token this server has verified and still caches. What it
+ * found is kept on the input for `authenticate`, which runs right after, in the same turn, when it is found.
+ */
 export function hasVerifiedBearer(input: AuthenticationInput, tokens: TokenService): boolean {
   const token = usualToken(input);
-  return token !== null && tokens.hasCachedAccessToken(token);
+  if (token === null) return false;
+  input.cachedToken = tokens.cachedAccessToken(token);
+  return input.cachedToken !== null;
 }
 
 /** The principal a verified token was last decided to be, and the statuses that decided it. */
@@ -88,9 +98,8 @@ interface Decided {
 
 const decided = new WeakMap<VerifiedToken, Decided>();
 
-/** The principal from caches alone (token, subject and client all known), or undefined. */
-function decideCached(token: string, deps: AuthenticateDeps): Principal | undefined {
-  const verified = deps.tokens.cachedAccessToken(token);
+/** The principal from caches alone (the token as the cache holds it, its subject and client), or undefined. */
+function decideCached(verified: VerifiedToken | null, deps: AuthenticateDeps): Principal | undefined {
   if (verified === null) return undefined;
   const subject = deps.subjects.cached(verified.subjectType, verified.subject);
   const client = verified.subjectType === 'client' ? subject : deps.subjects.cached('client', verified.clientId);

@@ -6,6 +6,7 @@ import { configFrom } from '../../src/config/config.js';
 import { ApiError } from '../../src/errors/registry.js';
 import { InProcessEventBus } from '../../src/events/event-bus.js';
 import { RateLimiter } from '../../src/limits/rate-limit.js';
+import { VerifiedTokenCache } from '../../src/oauth/tokens/verified-token-cache.js';
 import type { OperationDeps } from '../../src/operations/types.js';
 import { resources } from '../../src/resources/registry.js';
 import type { Exchange, Transport } from '../../src/pipeline/exchange.js';
@@ -149,6 +150,53 @@ describe.each(DATABASE_KINDS)('the transport-neutral access pipeline on %s', (ki
     expect({ code: refusal?.code, status: refusal?.status }).toEqual({ code: 'UNAUTHENTICATED', status: 401 });
     expect(ex.decision).toEqual({ decision: 'deny', reason: 'authentication' });
     expect(ex.principal).toBe(ANONYMOUS);
+  });
+
+  it('decides a token verified before with one look into the token cache and no address budget spent', async () => {
+    const token = await author.token(['read:posts']);
+    expect(await decide(exchange('rest', 'rest:getPost', token, draft.id))).toBeNull();
+    const lookups = vi.spyOn(VerifiedTokenCache.prototype, 'get');
+    const checks = vi.spyOn(VerifiedTokenCache.prototype, 'has');
+    const addressBudget = vi.spyOn(deps.limiter.address, 'take');
+    const verify = vi.spyOn(deps.tokens, 'verifyAccessToken');
+    try {
+      const ex = exchange('rest', 'rest:getPost', token, draft.id);
+      await runStages(ACCESS_PIPELINE, ex, deps);
+      expect(ex.principal).toMatchObject({ kind: 'user', subject: author.id, role: 'member' });
+      expect(ex.decision).toEqual({ decision: 'allow', reason: 'resource' });
+      expect(lookups).toHaveBeenCalledTimes(1);
+      expect(lookups).toHaveBeenCalledWith(token);
+      expect(checks).not.toHaveBeenCalled();
+      expect(addressBudget).not.toHaveBeenCalled();
+      expect(verify).not.toHaveBeenCalled();
+      recordDecision(ex, t.app.audit);
+      expect(await auditOf(ex)).toEqual([
+        { subject: author.id, interface: 'rest', operation: 'getPost', resourceType: 'post', resourceId: draft.id, decision: 'allow', reason: 'resource' },
+      ]);
+    } finally {
+      lookups.mockRestore();
+      checks.mockRestore();
+      addressBudget.mockRestore();
+      verify.mockRestore();
+    }
+  });
+
+  it('spends the address budget for a token not verified before, then verifies it (one refusal counted once)', async () => {
+    const addressBudget = vi.spyOn(deps.limiter.address, 'take');
+    const anonymousBudget = vi.spyOn(deps.limiter.anonymous, 'take');
+    const verify = vi.spyOn(deps.tokens, 'verifyAccessToken');
+    try {
+      const ex = exchange('rest', 'rest:getPost', `forged-${newId()}`, draft.id);
+      const refusal = await decide(ex);
+      expect({ code: refusal?.code, status: refusal?.status }).toEqual({ code: 'UNAUTHENTICATED', status: 401 });
+      expect(addressBudget).toHaveBeenCalledTimes(1);
+      expect(anonymousBudget).toHaveBeenCalledTimes(1);
+      expect(verify).toHaveBeenCalledTimes(1);
+    } finally {
+      addressBudget.mockRestore();
+      anonymousBudget.mockRestore();
+      verify.mockRestore();
+    }
   });
 });
 

@@ -166,11 +166,6 @@ export class TokenService {
     return token.length > this.#config.tokens.maxTokenLength ? null : this.#cache.get(token);
   }
 
-  /** Whether `cachedAccessToken` would answer, at the cost of one map lookup (a check ahead of the real use). */
-  hasCachedAccessToken(token: string): boolean {
-    return token.length <= this.#config.tokens.maxTokenLength && this.#cache.has(token);
-  }
-
   /** Resolves to the token's record or rejects with InvalidTokenError; storage failures propagate as they are. */
   verifyAccessToken(token: string): Promise<VerifiedToken> {
     // Checked before anything else, so an oversized header costs no parsing and no lookup.
