@@ -95,6 +95,42 @@ export async function stopServer(server: Server): Promise<void> {
   await exited;
 }
 
+export interface CoreStalls {
+  seconds: number;
+  /** Times the probe was held up for more than STALL_MS. */
+  stalls: number;
+  longestMs: number;
+  lostMs: number;
+}
+
+/** A hold-up of the probe longer than this counts as a stall. */
+export const STALL_MS = 0.5;
+
+/**
+ * What the machine alone takes from the servers' core: a process pinned to CPU 1 that only reads the clock,
+ * for `seconds`, counts the times it was held up (another process, a kernel thread, the hypervisor running
+ * another machine's work). Run while the servers are stopped; it shows the floor under any server's tail
+ * latency on that core at that moment. Null when the processes are not pinned.
+ */
+export function probeCoreStalls(seconds: number): CoreStalls | null {
+  if (!HAS_TASKSET) return null;
+  const script = `
+    const { performance } = require('node:perf_hooks');
+    const end = performance.now() + ${seconds * 1000};
+    let last = performance.now(), stalls = 0, longest = 0, lost = 0;
+    for (;;) {
+      const now = performance.now();
+      const gap = now - last;
+      if (gap > ${STALL_MS}) { stalls++; lost += gap; if (gap > longest) longest = gap; }
+      last = now;
+      if (now > end) break;
+    }
+    process.stdout.write(JSON.stringify({ seconds: ${seconds}, stalls, longestMs: longest, lostMs: lost }));`;
+  const probe = spawnSync('taskset', ['-c', '1', process.execPath, '-e', script], { encoding: 'utf8' });
+  if (probe.status !== 0) throw new Error(`the core probe failed: ${probe.stderr}`);
+  return JSON.parse(probe.stdout) as CoreStalls;
+}
+
 /** User + system CPU time of a process, in milliseconds (Linux /proc). */
 export function cpuMillis(pid: number): number {
   const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');

@@ -17,12 +17,25 @@
  */
 import autocannon from 'autocannon';
 import { pacedLoad } from './paced-load.js';
-import { cpuMillis, describeMachine, median, pinLoadGenerator, startServer as startProcess, stopServer as stop, type Server } from './processes.js';
+import {
+  cpuMillis,
+  describeMachine,
+  median,
+  pinLoadGenerator,
+  probeCoreStalls,
+  STALL_MS,
+  startServer as startProcess,
+  stopServer as stop,
+  type CoreStalls,
+  type Server,
+} from './processes.js';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const WARMUP = 2;
 const PACED_WARMUP = 5;
+/** Seconds of each round the servers' core is probed for stalls, with every server stopped. */
+const PROBE_SECONDS = 3;
 const CONNECTIONS = 50;
 
 pinLoadGenerator();
@@ -139,6 +152,18 @@ const JWT_SCENARIO = scenarios.findIndex((scenario) => scenario.name === 'pipeli
 const paced = [scenarios[0]!, scenarios[1]!, scenarios[JWT_SCENARIO]!];
 const rounds: Measurement[][] = [];
 const pacedRounds: { rate: number; results: Measurement[] }[] = [];
+const probes: CoreStalls[] = [];
+
+/** The core probed with every server stopped (see probeCoreStalls). */
+function probeIdleCore(): void {
+  for (const server of servers) server.child.kill('SIGSTOP');
+  try {
+    const probe = probeCoreStalls(PROBE_SECONDS);
+    if (probe) probes.push(probe);
+  } finally {
+    for (const server of servers) server.child.kill('SIGCONT');
+  }
+}
 try {
   for (let round = 0; round < ROUNDS; round++) {
     const results: Measurement[] = [];
@@ -147,6 +172,7 @@ try {
     }
     rounds.push(results);
     const rate = Math.round(results[JWT_SCENARIO]!.requestsPerSecond / 2);
+    probeIdleCore();
     const pacedResults: Measurement[] = [];
     // The servers were saturated moments before: the warm-up at the rate is long enough for them to settle
     // (collect that phase's garbage, checkpoint its WAL backlog).
@@ -192,6 +218,17 @@ console.log('| scenario | p50 ms | p99 ms | server CPU µs/req | errors |');
 console.log('|---|---|---|---|---|');
 const pacedSummary = paced.map((scenario, index) => summarize(scenario.name, pacedRounds.map((r) => r.results[index]!)));
 for (const r of pacedSummary) console.log(`| ${r.name} | ${r.p50} | ${r.p99} | ${r.cpu} | ${r.errors} |`);
+if (probes.length > 0) {
+  const seconds = probes.reduce((sum, probe) => sum + probe.seconds, 0);
+  const stalls = probes.reduce((sum, probe) => sum + probe.stalls, 0);
+  const longest = Math.max(...probes.map((probe) => probe.longestMs));
+  const lost = probes.reduce((sum, probe) => sum + probe.lostMs, 0);
+  console.log(
+    `\nThe servers' core with every server stopped (${seconds} s, a process that only reads the clock): held up ${stalls} times for more than ` +
+      `${STALL_MS} ms (${(stalls / seconds).toFixed(1)} a second), the longest ${longest.toFixed(1)} ms, ${((lost / (seconds * 1000)) * 100).toFixed(2)} % of the time. ` +
+      'A server measured on that core carries these stalls in its tail, whatever it does.',
+  );
+}
 
 const jwt = summary.find((r) => r.name === 'pipeline, JWT')!;
 const pacedJwt = pacedSummary.find((r) => r.name === 'pipeline, JWT')!;
