@@ -26,8 +26,10 @@ export interface AuthenticationInput {
    */
   usualToken?: string | null;
   /**
-   * What the cache of verified tokens held for `usualToken` when the address stage looked (null: nothing),
-   * so that authentication, which runs next in the same turn, does not look again.
+   * What the cache of verified tokens held for `usualToken` when the address stage looked, for the
+   * authentication that runs next in the same turn, which takes it (and clears it) instead of looking again.
+   * Never kept longer: an input authenticated again later (a subscription's socket, checked every second)
+   * must look again, or a token revoked since would still be taken for valid.
    */
   cachedToken?: VerifiedToken | null;
 }
@@ -51,6 +53,9 @@ function invalidToken(description: string): ApiError {
  * A token verified before, whose subject and client were looked up recently, is decided synchronously.
  */
 export function authenticate(input: AuthenticationInput, deps: AuthenticateDeps): MaybePromise<Principal> {
+  // Taken once: see AuthenticationInput.cachedToken.
+  const found = input.cachedToken;
+  input.cachedToken = undefined;
   if (input.tokenInQuery) {
     throw new ApiError('VALIDATION_FAILED', 'Send the access token in the Authorization header, not in the URL.', {
       headers: { 'www-authenticate': bearerChallenge('invalid_request') },
@@ -62,7 +67,7 @@ export function authenticate(input: AuthenticationInput, deps: AuthenticateDeps)
   // tokens that matched the grammar below.
   const usual = usualToken(input);
   if (usual !== null) {
-    const known = decideCached(input.cachedToken ?? deps.tokens.cachedAccessToken(usual), deps);
+    const known = decideCached(found ?? deps.tokens.cachedAccessToken(usual), deps);
     if (known !== undefined) return known;
   }
   const match = BEARER.exec(input.authorization);

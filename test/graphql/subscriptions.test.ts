@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_CLIENT_ID, ADMIN_CLIENT_SECRET, startTestApp, type TestApp, type TestUser } from '../helpers/app.js';
 import { createComment, createPost } from '../access/support.js';
 import { DATABASE_KINDS } from '../helpers/databases.js';
+import { RECHECK_INTERVAL_MS } from '../../src/graphql/subscriptions/websocket.js';
 
 interface Closed {
   code: number;
@@ -276,6 +277,29 @@ describe.each(DATABASE_KINDS)('GraphQL subscriptions over WebSocket (graphql-ws)
     });
     expect(revoked.statusCode, revoked.body).toBe(200);
     expect(await closed).toEqual({ code: 4403, reason: 'Forbidden' });
+  });
+
+  it('closes the socket with 4403 once its token is revoked, also when the token was verified before the socket opened', async () => {
+    const member = await t.createUser('member');
+    const token = await member.token();
+    // Used once over HTTP first: the token is in the cache of verified tokens when the socket authenticates.
+    const used = await t.request({ url: '/v1/posts', token });
+    expect(used.statusCode, used.body).toBe(200);
+    const { client, closed } = connect({ authorization: `Bearer ${token}` });
+    subscribe(client, 'subscription { postPublished { id } }');
+    await settle();
+    const revokedAt = Date.now();
+    const revoked = await t.app.fastify.inject({
+      method: 'POST',
+      url: '/oauth/revoke',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${ADMIN_CLIENT_ID}:${ADMIN_CLIENT_SECRET}`).toString('base64')}` },
+      payload: new URLSearchParams({ token }).toString(),
+    });
+    expect(revoked.statusCode, revoked.body).toBe(200);
+    expect(await closed).toEqual({ code: 4403, reason: 'Forbidden' });
+    // At the connection's next check (every RECHECK_INTERVAL_MS): not only once the statuses cached with the
+    // token (5 s) have to be read again.
+    expect(Date.now() - revokedAt).toBeLessThan(RECHECK_INTERVAL_MS + 2000);
   });
 
   it('answers a plain GET /graphql with 405 and Allow: POST', async () => {
