@@ -109,8 +109,8 @@ export const STALL_MS = 0.5;
 /**
  * What the machine alone takes from the servers' core: a process pinned to CPU 1 that only reads the clock,
  * for `seconds`, counts the times it was held up (another process, a kernel thread, the hypervisor running
- * another machine's work). Run while the servers are stopped; it shows the floor under any server's tail
- * latency on that core at that moment. Null when the processes are not pinned.
+ * another machine's work). Run while the servers are stopped; it shows what the machine alone puts into the
+ * tail latency of any server on that core at that moment. Null when the processes are not pinned.
  */
 export function probeCoreStalls(seconds: number): CoreStalls | null {
   if (!HAS_TASKSET) return null;
