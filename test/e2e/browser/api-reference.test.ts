@@ -1,17 +1,13 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ACTION_TIMEOUT_MS, BROWSER_TEST_TIMEOUT_MS, CHROMIUM_AVAILABLE, launchChromium } from './chromium.js';
 import { startAuthServer, type AuthServer } from './auth-server.js';
-import { watchConsole } from './pages.js';
+import { ARTIFACTS, explainFailure, watchConsole } from './pages.js';
 
 // The API reference as a reader meets it: Redoc renders the published contract, every tag and operation,
 // from this server alone.
-
-/** Where browser tests leave what a person may want to look at afterwards (gitignored). */
-const ARTIFACTS = fileURLToPath(new URL('../../../test-artifacts/', import.meta.url));
 
 describe.skipIf(!CHROMIUM_AVAILABLE)('the API reference in Chromium', () => {
   let server: AuthServer;
@@ -75,6 +71,8 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('the API reference in Chromium', () => {
           return [outcome, await violation];
         }, 'http://127.0.0.2:9/');
         expect(attempt).toEqual(['refused', 'connect-src']);
+      } catch (error) {
+        throw await explainFailure(error, context, 'api-reference');
       } finally {
         await context.close();
       }

@@ -1,17 +1,13 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ACTION_TIMEOUT_MS, BROWSER_TEST_TIMEOUT_MS, CHROMIUM_AVAILABLE, launchChromium } from './chromium.js';
 import { startExampleApp, type ExampleApp } from './example-app.js';
-import { signIn, tokenResponse, watchConsole } from './pages.js';
+import { ARTIFACTS, explainFailure, signIn, tokenResponse, watchConsole } from './pages.js';
 
 // The consent page as a user meets it: every requested scope ticked, any of them free to untick; what was
 // unticked is not granted.
-
-/** Where browser tests leave what a person may want to look at afterwards (gitignored). */
-const ARTIFACTS = fileURLToPath(new URL('../../../test-artifacts/', import.meta.url));
 
 describe.skipIf(!CHROMIUM_AVAILABLE)('the consent page in Chromium', () => {
   let app: ExampleApp;
@@ -62,6 +58,8 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('the consent page in Chromium', () => {
         expect(tokens).toEqual({ access_token: expect.any(String), token_type: 'Bearer', expires_in: 600, scope: 'openid read:posts', id_token: expect.any(String) });
         await expect.poll(() => page.locator('#token').textContent()).toBe('Access token 1, scope: openid read:posts');
         expect(problems).toEqual([]);
+      } catch (error) {
+        throw await explainFailure(error, context, 'consent');
       } finally {
         await context.close();
       }

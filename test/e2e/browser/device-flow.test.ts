@@ -2,7 +2,7 @@ import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAuthServer, type AuthServer } from './auth-server.js';
 import { ACTION_TIMEOUT_MS, BROWSER_TEST_TIMEOUT_MS, CHROMIUM_AVAILABLE, launchChromium } from './chromium.js';
-import { signIn, watchConsole } from './pages.js';
+import { explainFailure, signIn, watchConsole } from './pages.js';
 
 // RFC 8628 with a real browser on the user's side: the test plays the device (device authorization, then
 // polling the token endpoint as told), Chromium plays the user who opens verification_uri_complete, signs in
@@ -99,7 +99,7 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('the device flow with the user in Chromium'
         expect(problems).toEqual([]);
       } catch (error) {
         done = true;
-        throw error;
+        throw await explainFailure(error, context, 'device-flow');
       } finally {
         await context.close();
       }

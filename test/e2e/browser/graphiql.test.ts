@@ -1,16 +1,13 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ACTION_TIMEOUT_MS, BROWSER_TEST_TIMEOUT_MS, CHROMIUM_AVAILABLE, launchChromium } from './chromium.js';
 import { startAuthServer, type AuthServer } from './auth-server.js';
-import { watchConsole } from './pages.js';
+import { ARTIFACTS, explainFailure, watchConsole } from './pages.js';
 
 // GraphiQL as a developer meets it: the editor, the schema from introspection, a query run against
 // POST /graphql — all from this server.
-
-const ARTIFACTS = fileURLToPath(new URL('../../../test-artifacts/', import.meta.url));
 
 describe.skipIf(!CHROMIUM_AVAILABLE)('GraphiQL in Chromium', () => {
   let server: AuthServer;
@@ -65,6 +62,8 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('GraphiQL in Chromium', () => {
         expect(requested.filter((entry) => entry.startsWith('POST ')).every((entry) => entry === `POST ${server.issuer}/graphql`)).toBe(true);
         expect(failed).toEqual([]);
         expect(problems).toEqual([]);
+      } catch (error) {
+        throw await explainFailure(error, context, 'graphiql');
       } finally {
         await context.close();
       }

@@ -2,7 +2,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ACTION_TIMEOUT_MS, BROWSER_TEST_TIMEOUT_MS, CHROMIUM_AVAILABLE, launchChromium } from './chromium.js';
 import { EXAMPLE_APP_SCOPE as SCOPE, startExampleApp, type ExampleApp } from './example-app.js';
-import { signIn, tokenResponse, watchConsole } from './pages.js';
+import { explainFailure, signIn, tokenResponse, watchConsole } from './pages.js';
 
 // A single-page app on its own https origin (another port of 127.0.0.1) as a public client, driven in Chromium:
 // it signs in with code + PKCE, calls the API cross-origin with a token it keeps in memory only, renews
@@ -133,6 +133,8 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('a single-page app in Chromium', () => {
         expect(storageWrites).toEqual([{ key: 'example-app:pending-sign-in', value: expect.any(String) }]);
         expect(Object.keys(JSON.parse(storageWrites[0]!.value) as object).sort()).toEqual(['nonce', 'state', 'verifier']);
         expect(problems).toEqual([]);
+      } catch (error) {
+        throw await explainFailure(error, context, 'spa-sign-in');
       } finally {
         await context.close();
       }
@@ -159,6 +161,8 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('a single-page app in Chromium', () => {
         // CSP frame-ancestors is what Chromium enforces (it ignores X-Frame-Options beside it).
         expect(problems).toEqual([expect.stringMatching(/Framing '.+' violates .*"frame-ancestors 'none'"/)]);
         expect(await page.frameLocator('iframe').getByLabel('Email').count()).toBe(0);
+      } catch (error) {
+        throw await explainFailure(error, context, 'spa-framed-sign-in');
       } finally {
         await context.close();
       }
