@@ -48,6 +48,8 @@ function treeCpuMillis(pid: number): number {
 interface Running {
   child: ChildProcess;
   base: string;
+  /** The server's warnings and errors so far (LOG_LEVEL=warn: nothing else is logged), by message, with their counts. */
+  problems: () => Map<string, number>;
   cleanup: () => Promise<void>;
 }
 
@@ -75,8 +77,11 @@ async function start(workers: number, database: 'sqlite' | 'postgres'): Promise<
       await c.end();
     };
   }
+  // What the server logs (its warnings and errors) goes to a file, read when some answers were not 2xx.
+  const logFile = path.join(dataDir, 'server.log');
+  const log = fs.openSync(logFile, 'a');
   const child = spawn(process.execPath, ['dist/src/main.js'], {
-    stdio: ['ignore', 'ignore', 'inherit'],
+    stdio: ['ignore', log, 'inherit'],
     env: {
       PATH: process.env.PATH,
       NODE_ENV: 'production',
@@ -107,9 +112,11 @@ async function start(workers: number, database: 'sqlite' | 'postgres'): Promise<
   }
   // Every worker listening (a few more requests land on each).
   await new Promise((resolve) => setTimeout(resolve, workers > 1 ? 2000 : 200));
+  fs.closeSync(log);
   return {
     child,
     base,
+    problems: () => logProblems(fs.readFileSync(logFile, 'utf8')),
     cleanup: async () => {
       const exited = new Promise((resolve) => child.once('exit', resolve));
       child.kill('SIGTERM');
@@ -118,6 +125,23 @@ async function start(workers: number, database: 'sqlite' | 'postgres'): Promise<
       fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/** pino's JSON lines by message (with the error's message when there is one), counted. */
+function logProblems(text: string): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (line.trim() === '') continue;
+    let key: string;
+    try {
+      const entry = JSON.parse(line) as { msg?: string; err?: { message?: string } };
+      key = entry.err?.message ? `${entry.msg ?? ''}: ${entry.err.message}` : (entry.msg ?? line);
+    } catch {
+      key = line;
+    }
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  return counts;
 }
 
 async function token(base: string): Promise<string> {
@@ -232,6 +256,8 @@ for (const target of targets) {
  * between minutes, more than the difference measured.
  */
 const rows = new Map<string, Row[]>();
+/** Each server's warnings and errors, read before it is stopped for good. */
+const logged = new Map<string, Map<string, number>>();
 const ratios = new Map<string, number[]>();
 try {
   for (let round = 0; round < ROUNDS; round++) {
@@ -258,6 +284,7 @@ try {
 } finally {
   for (const target of targets) {
     signalTree(target.server, 'SIGCONT');
+    logged.set(`${target.database}, WORKERS=${target.workers}`, target.server.problems());
     await target.server.cleanup();
   }
 }
@@ -280,6 +307,11 @@ for (const [scenario, runs] of rows) {
   runs.forEach((run, round) => {
     if (run.failures !== null) console.log(`\n${scenario}, round ${round + 1}: ${run.failures}`);
   });
+}
+for (const [server, problems] of logged) {
+  if (problems.size === 0) continue;
+  console.log(`\n${server} logged:`);
+  for (const [message, count] of problems) console.log(`- ${count} x ${message.slice(0, 300)}`);
 }
 console.log('\nCPU per request, WORKERS=2 against WORKERS=1 (median of the rounds\' ratios; each round\'s in brackets):');
 for (const [key, values] of ratios) {
