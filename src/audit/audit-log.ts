@@ -25,6 +25,10 @@ export interface AuditLogOptions {
   /**
    * Events waiting to be written at which the log is `full`: the server then refuses new requests (503) until
    * writes succeed again, instead of dropping events. Events of requests already admitted are still kept.
+   * Each waiting event holds about 1 KB. The default (AUDIT_MAX_PENDING) is 50,000: seconds of a busy
+   * process's requests, so that a storage stall of a second or two (an fsync behind another program's
+   * writes; with WORKERS > 1 on SQLite, a worker waiting for the write lock while the one holding it waits
+   * for the disk) is waited out rather than answered with 503s.
    */
   maxPending: number;
   /** How long after a failed write the next is tried. */
@@ -73,7 +77,7 @@ export class AuditLog {
     private readonly logger: AuditLogger,
     options: Partial<AuditLogOptions> = {},
   ) {
-    this.options = { maxBatch: 50, flushMs: 250, maxPending: 10_000, retryMs: 1000, closeTimeoutMs: 5000, failureWindowMs: 60_000, ...options };
+    this.options = { maxBatch: 50, flushMs: 250, maxPending: 50_000, retryMs: 1000, closeTimeoutMs: 5000, failureWindowMs: 60_000, ...options };
   }
 
   /** No new request may be admitted: as many events wait to be written as the log holds (maxPending). */

@@ -323,7 +323,8 @@ export function loadConfig(env: Env = process.env): Config {
     audit: {
       failureWindowSeconds: readInt(env, 'AUDIT_FAILURE_WINDOW', 60, 1, 3600, problems),
       checkpointSeconds: readInt(env, 'AUDIT_CHECKPOINT_INTERVAL', 300, 1, 86400, problems),
-      maxPending: readInt(env, 'AUDIT_MAX_PENDING', 10_000, 10, 1_000_000, problems),
+      // About 1 KB of memory per event held (audit-log.ts says why this many).
+      maxPending: readInt(env, 'AUDIT_MAX_PENDING', 50_000, 10, 1_000_000, problems),
     },
     bootstrap: {
       adminEmail: readString(env, 'BOOTSTRAP_ADMIN_EMAIL'),

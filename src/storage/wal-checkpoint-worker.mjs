@@ -4,26 +4,62 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { createRequire } from 'node:module';
 
 const SQLite = createRequire(import.meta.url)('better-sqlite3');
-const { file, intervalMs } = workerData;
+const { file, intervalMs, journalSizeLimit } = workerData;
 
 const database = new SQLite(file);
-database.pragma('busy_timeout = 1000');
+// Never waits for a lock: a PASSIVE checkpoint does not anyway, and the WAL is started over only when no
+// writer is busy (a writer that is would start it over itself).
+database.pragma('busy_timeout = 0');
+// The connection that starts the WAL over truncates it back to this size: usually this one, below.
+database.pragma(`journal_size_limit = ${journalSizeLimit}`);
+const begin = database.prepare('begin immediate');
+const commit = database.prepare('commit');
+const rollback = database.prepare('rollback');
 
-function checkpoint() {
+const isBusy = (error) => typeof error?.code === 'string' && error.code.startsWith('SQLITE_BUSY');
+
+/**
+ * Once a checkpoint has copied the whole WAL, the next commit writes the WAL from its beginning again, and
+ * SQLite syncs the WAL's new header before that commit's frames (so that a crash cannot mix the old log's
+ * frames with the new). That commit would be a request's, on a server's event loop, with the write lock
+ * held throughout; on a disk busy with other writes that fsync has taken over 100 ms. Made here instead: a
+ * commit that rewrites page 1 as it is (the user version set to itself) starts the WAL over in this
+ * thread, and the servers' next commits append after it.
+ */
+function startWalOver() {
   try {
-    // PASSIVE copies what it can without waiting for, or blocking, readers and writers.
-    database.pragma('wal_checkpoint(PASSIVE)');
+    begin.run();
   } catch (error) {
-    // SQLITE_BUSY from another checkpointer (the CLI, a second server) is harmless: the next round catches up.
-    if (error?.code !== 'SQLITE_BUSY') parentPort.postMessage({ error: String(error?.message ?? error) });
+    if (isBusy(error)) return;
+    throw error;
+  }
+  try {
+    const version = database.pragma('user_version', { simple: true });
+    database.pragma(`user_version = ${Number(version)}`);
+    commit.run();
+  } catch (error) {
+    if (database.inTransaction) rollback.run();
+    throw error;
   }
 }
 
-const timer = setInterval(checkpoint, intervalMs);
+function checkpoint(startOver) {
+  try {
+    // PASSIVE copies what it can without waiting for, or blocking, readers and writers.
+    const [{ busy, log, checkpointed }] = database.pragma('wal_checkpoint(PASSIVE)');
+    // Everything copied: start the WAL over, unless all it holds is the one frame of the last start.
+    if (startOver && busy === 0 && log > 1 && checkpointed === log) startWalOver();
+  } catch (error) {
+    // SQLITE_BUSY from another checkpointer (the CLI, a second server) is harmless: the next round catches up.
+    if (!isBusy(error)) parentPort.postMessage({ error: String(error?.message ?? error) });
+  }
+}
+
+const timer = setInterval(() => checkpoint(true), intervalMs);
 parentPort.on('message', (message) => {
   if (message !== 'stop') return;
   clearInterval(timer);
-  checkpoint();
+  checkpoint(false);
   database.close();
   parentPort.close();
 });

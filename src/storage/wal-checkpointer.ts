@@ -23,15 +23,18 @@ const AUTOCHECKPOINT_PAGES = 1000;
  * commit: copying a few MB and fsyncing the database file then blocks the event loop for 5–15 ms, which is
  * what the slowest requests waited for. Here the main connection never checkpoints; a worker thread with
  * its own connection runs PASSIVE checkpoints on a timer, which neither wait for nor block readers and
- * writers, so the fsync happens off the event loop. If the worker cannot run, the main connection
- * checkpoints itself again, as SQLite would by default.
+ * writers, so the fsync happens off the event loop. After a complete checkpoint the worker also makes the
+ * commit that starts the WAL over, whose header SQLite syncs first (wal-checkpoint-worker.mjs), so that this
+ * fsync is not made on the event loop either. If the worker cannot run, the main connection checkpoints
+ * itself again, as SQLite would by default.
  */
 export function startWalCheckpointer(database: SqliteDatabase, file: string, options: WalCheckpointerOptions): WalCheckpointer {
   database.pragma('wal_autocheckpoint = 0');
-  // The connection that restarts the WAL after a complete checkpoint truncates it: that is this one, the writer.
+  // The connection that starts the WAL over after a complete checkpoint truncates it. The worker does, most
+  // of the time; this one when its commit comes first.
   database.pragma(`journal_size_limit = ${options.journalSizeLimit}`);
   const worker = new Worker(options.workerUrl ?? new URL('./wal-checkpoint-worker.mjs', import.meta.url), {
-    workerData: { file, intervalMs: options.intervalMs },
+    workerData: { file, intervalMs: options.intervalMs, journalSizeLimit: options.journalSizeLimit },
   });
   // The checkpoints must not keep a process alive that has nothing else to do.
   worker.unref();

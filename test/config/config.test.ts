@@ -177,7 +177,7 @@ describe('configuration', () => {
   });
 
   it('reads the audit settings, refusing a pending-event bound out of range', () => {
-    expect(loadConfig({}).audit).toEqual({ failureWindowSeconds: 60, checkpointSeconds: 300, maxPending: 10_000 });
+    expect(loadConfig({}).audit).toEqual({ failureWindowSeconds: 60, checkpointSeconds: 300, maxPending: 50_000 });
     expect(loadConfig({ AUDIT_MAX_PENDING: '500' }).audit.maxPending).toBe(500);
     expect(problemsOf({ AUDIT_MAX_PENDING: '9' })).toEqual(['AUDIT_MAX_PENDING: must be between 10 and 1000000, got 9']);
     expect(problemsOf({ AUDIT_MAX_PENDING: 'many' })).toEqual(['AUDIT_MAX_PENDING: must be an integer, got "many"']);

@@ -75,6 +75,54 @@ describe('WAL checkpoints in a worker thread', () => {
     expect(shrunk).toBe(true);
   });
 
+  /** The WAL header's checkpoint sequence number: SQLite adds one each time the WAL is started over. */
+  const walStarts = () => {
+    const fd = fs.openSync(`${file}-wal`, 'r');
+    try {
+      const field = Buffer.alloc(4);
+      fs.readSync(fd, field, 0, 4, 12);
+      return field.readUInt32BE(0);
+    } finally {
+      fs.closeSync(fd);
+    }
+  };
+
+  it('starts the WAL over itself once it is copied, so that no commit of the main connection syncs its header', async () => {
+    checkpointer = startWalCheckpointer(database, file, { intervalMs: 20, journalSizeLimit: 1 << 20 });
+    insertRows(100);
+    const before = walStarts();
+    // This connection writes nothing from here on: only the worker can start the WAL over.
+    expect(await waitFor(() => walStarts() > before)).toBe(true);
+    // Then, with nothing else written, it writes nothing either: ten rounds later the WAL is the same, no
+    // other connection has committed, and the user version it rewrote is what it was.
+    const started = walStarts();
+    const dataVersion = database.pragma('data_version', { simple: true });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(walStarts()).toBe(started);
+    expect(database.pragma('data_version', { simple: true })).toBe(dataVersion);
+    expect(database.pragma('user_version', { simple: true })).toBe(0);
+    expect(database.prepare('select count(*) as n from rows').get()).toEqual({ n: 100 });
+    // The next commit here appends after the worker's frame: the WAL is not started over again.
+    insertRows(1);
+    expect(walStarts()).toBe(started);
+  });
+
+  it('leaves the WAL to a writer that holds the lock, and tries again next round', async () => {
+    checkpointer = startWalCheckpointer(database, file, { intervalMs: 20, journalSizeLimit: 1 << 20 });
+    insertRows(100);
+    const before = walStarts();
+    database.exec('begin immediate');
+    try {
+      // The checkpoint copies everything (a PASSIVE one does not need the write lock), but the WAL is not
+      // started over under a writer's feet.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(walStarts()).toBe(before);
+    } finally {
+      database.exec('commit');
+    }
+    expect(await waitFor(() => walStarts() > before)).toBe(true);
+  });
+
   it('stops after a last checkpoint and hands checkpointing back to the main connection', async () => {
     checkpointer = startWalCheckpointer(database, file, { intervalMs: 60_000, journalSizeLimit: 1 << 20 });
     insertRows(2000);
