@@ -24,7 +24,9 @@ const isBusy = (error) => typeof error?.code === 'string' && error.code.startsWi
  * frames with the new). That commit would be a request's, on a server's event loop, with the write lock
  * held throughout; on a disk busy with other writes that fsync has taken over 100 ms. Made here instead: a
  * commit that rewrites page 1 as it is (the user version set to itself) starts the WAL over in this
- * thread, and the servers' next commits append after it.
+ * thread, and the servers' next commits append after it. Not always: while a reader is still on the old
+ * WAL this commit only appends, and once a round has copied this lone frame too (nothing else written in
+ * between) it is not made again — so after a pause, and then, a server's commit starts the WAL over.
  */
 function startWalOver() {
   try {
