@@ -77,7 +77,7 @@ async function start(workers: number, database: 'sqlite' | 'postgres'): Promise<
       await c.end();
     };
   }
-  // What the server logs (its warnings and errors) goes to a file, read when some answers were not 2xx.
+  // What the server logs (its warnings and errors) goes to a file, printed by message at the end.
   const logFile = path.join(dataDir, 'server.log');
   const log = fs.openSync(logFile, 'a');
   const child = spawn(process.execPath, ['dist/src/main.js'], {
