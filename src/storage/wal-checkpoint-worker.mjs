@@ -16,6 +16,7 @@ const begin = database.prepare('begin immediate');
 const commit = database.prepare('commit');
 const rollback = database.prepare('rollback');
 
+// As sqlite-write-lock.ts's isBusy (this thread cannot import TypeScript): SQLITE_BUSY and its extended codes.
 const isBusy = (error) => typeof error?.code === 'string' && error.code.startsWith('SQLITE_BUSY');
 
 /**
