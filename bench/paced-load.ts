@@ -7,7 +7,12 @@ export interface PacedResult {
   p99: number;
   /** Responses other than 2xx, and failed requests. */
   errors: number;
+  /** Times the generator's sending loop was held up for more than STALL_MS while counting, and the longest. */
+  stalls: { count: number; longestMs: number };
 }
+
+/** A gap in the generator's sending loop longer than this counts as a stall of its own. */
+const STALL_MS = 1;
 
 /**
  * An open-loop load at a steady rate: request i is due at start + i / rate, whether or not earlier ones have
@@ -21,6 +26,16 @@ export interface PacedResult {
  * so that its own work (a few microseconds a request) and garbage stay out of the tail it measures: Node's
  * HTTP client costs tens of microseconds a request and put about 2.5 ms into the p99 of a route that does
  * nothing.
+ *
+ * The first `warmupSeconds` are sent at the same rate over the same connections and not counted: the
+ * measured requests then go over connections the server has been answering for seconds (a run that opened
+ * its own connections counted their first tenths of a second, whose responses were several milliseconds
+ * slow, in its tail). `onMeasureStart` is called when the first counted request falls due.
+ *
+ * The load generator's own hold-ups are counted too (`stalls`: the longest and the number of times its
+ * sending loop did not run for more than STALL_MS while counted requests were due): a request that falls
+ * due while the generator is held up is sent late, and its latency, counted from when it was due, carries
+ * the generator's wait as well as the server's.
  */
 export async function pacedLoad(options: {
   url: string;
@@ -28,14 +43,19 @@ export async function pacedLoad(options: {
   rate: number;
   seconds: number;
   connections: number;
+  warmupSeconds?: number;
+  onMeasureStart?: () => void;
 }): Promise<PacedResult> {
   const url = new URL(options.url);
   const fields = Object.entries({ host: url.host, ...options.headers }).map(([name, value]) => `${name}: ${value}\r\n`);
   const request = Buffer.from(`GET ${url.pathname}${url.search} HTTP/1.1\r\n${fields.join('')}\r\n`, 'latin1');
   const interval = 1000 / options.rate;
-  const total = Math.round(options.rate * options.seconds);
-  const latencies = new Float64Array(total);
+  const warmup = Math.round(options.rate * (options.warmupSeconds ?? 0));
+  const counted = Math.round(options.rate * options.seconds);
+  const total = warmup + counted;
+  const latencies = new Float64Array(counted);
   let settled = 0;
+  let recorded = 0;
   let errors = 0;
   let sent = 0;
   // Due times of requests waiting for a free connection, oldest first.
@@ -46,9 +66,13 @@ export async function pacedLoad(options: {
   let finish!: () => void;
   const finished = new Promise<void>((resolve) => (finish = resolve));
 
+  let measuredFrom = Infinity;
   const settle = (due: number, ok: boolean) => {
-    latencies[settled++] = performance.now() - due;
-    if (!ok) errors++;
+    settled++;
+    if (due >= measuredFrom) {
+      latencies[recorded++] = performance.now() - due;
+      if (!ok) errors++;
+    }
     if (settled === total) finish();
   };
 
@@ -107,10 +131,22 @@ export async function pacedLoad(options: {
   await Promise.all(connections.map((c) => new Promise((resolve) => c.socket.once('connect', resolve))));
   idle.push(...connections);
   const start = performance.now();
+  measuredFrom = start + warmup * interval;
+  let lastTick = start;
+  let stalls = 0;
+  let longestStall = 0;
   // Sends whatever has fallen due, then yields to the event loop so responses are read in between.
   const tick = () => {
-    const elapsed = performance.now() - start;
+    const now = performance.now();
+    const gap = now - lastTick;
+    lastTick = now;
+    if (gap > STALL_MS && now > measuredFrom) {
+      stalls++;
+      longestStall = Math.max(longestStall, gap);
+    }
+    const elapsed = now - start;
     while (sent < total && sent * interval <= elapsed) {
+      if (sent === warmup) options.onMeasureStart?.();
       const due = start + sent++ * interval;
       const connection = idle.pop();
       if (connection) connection.send(due);
@@ -122,8 +158,8 @@ export async function pacedLoad(options: {
   await finished;
   for (const connection of open) connection.socket.destroy();
   latencies.sort();
-  const at = (quantile: number) => latencies[Math.min(total - 1, Math.floor(quantile * total))]!;
-  return { requests: total, p50: round(at(0.5)), p99: round(at(0.99)), errors };
+  const at = (quantile: number) => latencies[Math.min(counted - 1, Math.floor(quantile * counted))]!;
+  return { requests: counted, p50: round(at(0.5)), p99: round(at(0.99)), errors, stalls: { count: stalls, longestMs: round(longestStall) } };
 }
 
 function round(milliseconds: number): number {

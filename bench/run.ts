@@ -57,6 +57,8 @@ interface Measurement {
   p99: number;
   cpuMicrosPerRequest: number;
   non2xx: number;
+  /** The load generator's own hold-ups while it counted (steady rate only, see paced-load.ts). */
+  loadStalls?: { count: number; longestMs: number };
 }
 
 /** One load's outcome as the load generator saw it. */
@@ -65,11 +67,15 @@ interface LoadResult {
   p50: number;
   p99: number;
   errors: number;
+  stalls?: { count: number; longestMs: number };
 }
-type Load = (url: string, headers: Record<string, string>, seconds: number) => Promise<LoadResult>;
+/** `warmup` seconds not counted, then `seconds` counted; `startCounting` is called in between. */
+type Load = (url: string, headers: Record<string, string>, warmup: number, seconds: number, startCounting: () => void) => Promise<LoadResult>;
 
 /** Saturating: autocannon's connections each send the next request as soon as the last is answered. */
-const saturating: Load = async (url, headers, seconds) => {
+const saturating: Load = async (url, headers, warmup, seconds, startCounting) => {
+  if (warmup > 0) await autocannon({ url, connections: CONNECTIONS, duration: warmup, headers });
+  startCounting();
   const result = await autocannon({ url, connections: CONNECTIONS, duration: seconds, headers });
   return {
     requests: result.requests.total,
@@ -79,11 +85,11 @@ const saturating: Load = async (url, headers, seconds) => {
   };
 };
 
-/** A steady `rate` (see paced-load.ts). */
+/** A steady `rate` (see paced-load.ts), the warm-up at the same rate over the same connections. */
 const steady =
   (rate: number): Load =>
-  (url, headers, seconds) =>
-    pacedLoad({ url, headers, rate, seconds, connections: CONNECTIONS });
+  (url, headers, warmup, seconds, startCounting) =>
+    pacedLoad({ url, headers, rate, seconds, connections: CONNECTIONS, warmupSeconds: warmup, onMeasureStart: startCounting });
 
 /** Every server started, so that the one measured runs alone (see `measure`). */
 const servers: Server[] = [];
@@ -106,9 +112,10 @@ async function measure(
   return whileStopped(
     servers.filter((other) => other !== server),
     async () => {
-      if (warmup > 0) await load(url, headers, warmup);
-      const cpuBefore = cpuMillis(server.child.pid!);
-      const result = await load(url, headers, seconds);
+      let cpuBefore = 0;
+      const result = await load(url, headers, warmup, seconds, () => {
+        cpuBefore = cpuMillis(server.child.pid!);
+      });
       const cpuAfter = cpuMillis(server.child.pid!);
       return {
         name,
@@ -118,6 +125,7 @@ async function measure(
         // Not rounded: the alternating rounds take ratios of it.
         cpuMicrosPerRequest: ((cpuAfter - cpuBefore) * 1000) / Math.max(1, result.requests),
         non2xx: result.errors,
+        loadStalls: result.stalls,
       };
     },
   );
@@ -254,6 +262,16 @@ if (probes.length > 0) {
     `\nThe servers' core with every server stopped (${seconds} s, a process that only reads the clock): held up ${stalls} times for more than ` +
       `${STALL_MS} ms (${(stalls / seconds).toFixed(1)} a second), the longest ${longest.toFixed(1)} ms, ${((lost / (seconds * 1000)) * 100).toFixed(2)} % of the time. ` +
       'A server measured on that core carries these stalls in its tail, whatever it does.',
+  );
+}
+
+const generatorStalls = pacedRounds.flatMap((r) => r.results.map((result) => result.loadStalls)).filter((stalls) => stalls !== undefined);
+if (generatorStalls.length > 0) {
+  const count = generatorStalls.reduce((sum, stalls) => sum + stalls.count, 0);
+  const longest = Math.max(...generatorStalls.map((stalls) => stalls.longestMs));
+  console.log(
+    `The load generator's own core at the steady rate (${generatorStalls.length * DURATION} s counted): its sending loop held up ${count} times ` +
+      `for more than 1 ms, the longest ${longest.toFixed(1)} ms. Requests that fell due meanwhile were sent late, and their latency carries that wait.`,
   );
 }
 
