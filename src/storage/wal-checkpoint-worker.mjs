@@ -9,12 +9,13 @@ const SQLite = createRequire(import.meta.url)('better-sqlite3');
 const { file, intervalMs, journalSizeLimit } = workerData;
 
 /**
- * The thread's scheduling priority, as `nice` sets it: below the event loop's. On a core the event loop
- * shares with this thread (a process pinned to one core, or more workers than cores), a checkpoint ran
- * for up to 5 ms at a time while the event loop waited with requests in hand. At nice 10 the kernel gives
- * the core back to the event loop when it wakes, and still leaves this thread about a tenth of a busy core,
- * of which checkpoints take about 2 % under saturated load (measured); at 19 it got too little and fell
- * behind.
+ * How far below the event loop's this thread's scheduling priority is, in `nice` steps. On a core the event
+ * loop shares with this thread (a process pinned to one core, or more workers than cores), a checkpoint ran
+ * for up to 5 ms at a time while the event loop waited with requests in hand. Ten steps below, the kernel
+ * gives the core back to the event loop when it wakes, and still lets this thread have about a tenth of a
+ * busy core; saturated, its checkpoints took about 2 % of the core and kept up (measured). At 19 it got too
+ * little and fell behind. Work it does holding the write lock (catchUp, startWalOver) is stretched as much
+ * on a busy core, which is why that work is kept small: a bounded copy, and the syncs, which wait for the disk.
  */
 const NICE = 10;
 
@@ -64,15 +65,22 @@ function startWalOver() {
 const frameBytes = Number(database.pragma('page_size', { simple: true })) + 24;
 
 /**
+ * The most frames a RESTART checkpoint copies while it holds the write lock (about 4 MB): when a PASSIVE
+ * round leaves more behind, the next round copies them without the lock first.
+ */
+const CATCH_UP_FRAMES = 1000;
+
+/**
  * Under a steady write load the WAL is rarely started over: a PASSIVE round almost always ends with a commit
  * behind it, or a commit comes between the round and the commit that would start the WAL over, and then the
  * WAL grows by every commit until writes pause (measured: 17 MB a second at 12,000 requests a second, 42 MB
  * saturated; gigabytes in minutes). Once it holds more than `journal_size_limit`, the rest is copied with
  * writers held off: RESTART takes the write lock (not while a writer holds it: busy_timeout is 0, so the
- * next round tries again), copies the frames written since the PASSIVE round, syncs the database file and
- * leaves the WAL to be started over by the next commit, made here at once (or a server's, should it come
- * first). Meanwhile the servers' writes wait for the lock without blocking their event loops
- * (sqlite-write-lock.ts).
+ * next round tries again), syncs the WAL, copies the frames the PASSIVE round left (at most
+ * CATCH_UP_FRAMES), syncs the database file and leaves the WAL to be started over by the next commit, made
+ * here at once (or a server's, should it come first). Meanwhile the servers' writes wait for the lock
+ * without blocking their event loops (sqlite-write-lock.ts): for as long as those two syncs take, which on
+ * a disk busy with other writes has been tens of milliseconds, and their audit events wait in memory.
  */
 function catchUp() {
   const [{ busy, log, checkpointed }] = database.pragma('wal_checkpoint(RESTART)');
@@ -83,10 +91,13 @@ function checkpoint(startOver) {
   try {
     // PASSIVE copies what it can without waiting for, or blocking, readers and writers.
     const [{ busy, log, checkpointed }] = database.pragma('wal_checkpoint(PASSIVE)');
-    // Everything copied: start the WAL over, unless all it holds is the one frame of the last start.
     if (!startOver || busy !== 0 || log <= 1) return;
-    if (log * frameBytes > journalSizeLimit) catchUp();
-    else if (checkpointed === log) startWalOver();
+    if (journalSizeLimit > 0 && log * frameBytes > journalSizeLimit) {
+      if (log - checkpointed <= CATCH_UP_FRAMES) catchUp();
+    } else if (checkpointed === log) {
+      // Everything copied: start the WAL over (not when all it holds is the one frame of the last start).
+      startWalOver();
+    }
   } catch (error) {
     // SQLITE_BUSY from another checkpointer (the CLI, a second server) is harmless: the next round catches up.
     if (!isBusy(error)) parentPort.postMessage({ error: String(error?.message ?? error) });
@@ -103,13 +114,15 @@ parentPort.on('message', (message) => {
 });
 
 /**
- * Linux gives each thread its own nice value (setpriority on the thread's id); elsewhere, or where it is
- * refused, the thread keeps the process's priority.
+ * Linux gives each thread its own nice value (setpriority on the thread's id, read from /proc when /proc is
+ * this process's); elsewhere, or where it is refused, the thread keeps the process's priority. Relative to
+ * the process's: a server started at nice 5 runs its checkpoints at 15.
  */
 function yieldToRequests() {
   try {
+    if (fs.readlinkSync('/proc/self') !== String(process.pid)) return;
     const tid = Number(fs.readlinkSync('/proc/thread-self').split('/').pop());
-    if (Number.isInteger(tid) && tid > 0) os.setPriority(tid, NICE);
+    if (Number.isInteger(tid) && tid > 0) os.setPriority(tid, Math.min(19, os.getPriority(tid) + NICE));
   } catch {
     // Not Linux, or not allowed: the checkpoints run at the process's priority.
   }

@@ -25,8 +25,11 @@ const AUTOCHECKPOINT_PAGES = 1000;
  * its own connection runs PASSIVE checkpoints on a timer, which neither wait for nor block readers and
  * writers, so the fsync happens off the event loop. After a complete checkpoint the worker also makes the
  * commit that starts the WAL over, whose header SQLite syncs first (wal-checkpoint-worker.mjs), so that this
- * fsync is not made on the event loop either. If the worker cannot run, the main connection checkpoints
- * itself again, as SQLite would by default.
+ * fsync is not made on the event loop either. When writes never pause long enough for that, and the WAL
+ * has grown past `journalSizeLimit`, the worker copies the rest with writers held off (a RESTART
+ * checkpoint: the servers' writes wait for the lock, their event loops free) and starts the WAL over. The
+ * worker runs at a lower priority than the event loop. If the worker cannot run, the main connection
+ * checkpoints itself again, as SQLite would by default.
  */
 export function startWalCheckpointer(database: SqliteDatabase, file: string, options: WalCheckpointerOptions): WalCheckpointer {
   database.pragma('wal_autocheckpoint = 0');
