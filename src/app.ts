@@ -262,6 +262,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       dataDir: config.dataDir,
       backgroundCheckpoints: true,
       onCheckpointError: (message) => fastify.log.error({ err: { message } }, 'storage.checkpoint_failed'),
+      onCheckpointSlowHold: (hold) => fastify.log.warn(hold, 'storage.checkpoint_held_write_lock'),
     }));
   await migrateToLatest(db, api.migrations);
   const apiScopes = Object.keys(policy.scopes);

@@ -36,6 +36,8 @@ export interface DbOptions {
   backgroundCheckpoints?: boolean;
   /** Told when background checkpoints fail (they then fall back to SQLite's own). */
   onCheckpointError?: (message: string) => void;
+  /** Told when the checkpoint thread held the write lock for over a second (see wal-checkpointer.ts). */
+  onCheckpointSlowHold?: (hold: { kind: 'catch-up' | 'start-over'; heldMs: number }) => void;
   /** How long a write waits for SQLite's write lock held by another connection (tests; BUSY_TIMEOUT_MS). */
   writeLockTimeoutMs?: number;
 }
@@ -103,6 +105,7 @@ export async function openDb(options: DbOptions): Promise<Db> {
           intervalMs: CHECKPOINT_INTERVAL_MS,
           journalSizeLimit: JOURNAL_SIZE_LIMIT,
           onError: options.onCheckpointError,
+          onSlowHold: options.onCheckpointSlowHold,
         })
       : null;
   const prepare = statementCache(database);

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 
 const SQLite = createRequire(import.meta.url)('better-sqlite3');
-const { file, intervalMs, journalSizeLimit } = workerData;
+const { file, intervalMs, journalSizeLimit, slowHoldMs } = workerData;
 
 /**
  * How far below the event loop's this thread's scheduling priority is, in `nice` steps. On a core the event
@@ -48,13 +48,14 @@ function startWalOver() {
   try {
     begin.run();
   } catch (error) {
-    if (isBusy(error)) return;
+    if (isBusy(error)) return false;
     throw error;
   }
   try {
     const version = database.pragma('user_version', { simple: true });
     database.pragma(`user_version = ${Number(version)}`);
     commit.run();
+    return true;
   } catch (error) {
     if (database.inTransaction) rollback.run();
     throw error;
@@ -83,8 +84,17 @@ const CATCH_UP_FRAMES = 1000;
  * a disk busy with other writes has been tens of milliseconds, and their audit events wait in memory.
  */
 function catchUp() {
+  const started = performance.now();
   const [{ busy, log, checkpointed }] = database.pragma('wal_checkpoint(RESTART)');
-  if (busy === 0 && checkpointed === log) startWalOver();
+  if (busy !== 0) return;
+  if (checkpointed === log) startWalOver();
+  reportHold('catch-up', started);
+}
+
+/** Tells the server when this thread held the write lock for longer than `slowHoldMs`: its writes waited. */
+function reportHold(kind, started) {
+  const heldMs = performance.now() - started;
+  if (heldMs > slowHoldMs) parentPort.postMessage({ slowHold: { kind, heldMs: Math.round(heldMs) } });
 }
 
 function checkpoint(startOver) {
@@ -96,7 +106,8 @@ function checkpoint(startOver) {
       if (log - checkpointed <= CATCH_UP_FRAMES) catchUp();
     } else if (checkpointed === log) {
       // Everything copied: start the WAL over (not when all it holds is the one frame of the last start).
-      startWalOver();
+      const started = performance.now();
+      if (startWalOver()) reportHold('start-over', started);
     }
   } catch (error) {
     // SQLITE_BUSY from another checkpointer (the CLI, a second server) is harmless: the next round catches up.

@@ -8,7 +8,16 @@ export interface WalCheckpointerOptions {
   /** The worker's script; tests point it elsewhere to see the fallback. */
   workerUrl?: URL;
   onError?: (message: string) => void;
+  /**
+   * Told when the worker held SQLite's write lock for longer than `slowHoldMs` (default SLOW_HOLD_MS) while
+   * starting the WAL over or copying the end of an overgrown one: the servers' writes waited that long.
+   */
+  onSlowHold?: (hold: { kind: 'catch-up' | 'start-over'; heldMs: number }) => void;
+  slowHoldMs?: number;
 }
+
+/** A hold of the write lock by the worker that is worth telling the operator about. */
+export const SLOW_HOLD_MS = 1000;
 
 export interface WalCheckpointer {
   /** Stops the worker after one last checkpoint; the main connection goes back to checkpointing itself. */
@@ -37,14 +46,20 @@ export function startWalCheckpointer(database: SqliteDatabase, file: string, opt
   // of the time; this one when its commit comes first.
   database.pragma(`journal_size_limit = ${options.journalSizeLimit}`);
   const worker = new Worker(options.workerUrl ?? new URL('./wal-checkpoint-worker.mjs', import.meta.url), {
-    workerData: { file, intervalMs: options.intervalMs, journalSizeLimit: options.journalSizeLimit },
+    workerData: {
+      file,
+      intervalMs: options.intervalMs,
+      journalSizeLimit: options.journalSizeLimit,
+      slowHoldMs: options.slowHoldMs ?? SLOW_HOLD_MS,
+    },
   });
   // The checkpoints must not keep a process alive that has nothing else to do.
   worker.unref();
   let stopped = false;
   let lastError: string | undefined;
-  worker.on('message', (message: { error?: string }) => {
+  worker.on('message', (message: { error?: string; slowHold?: { kind: 'catch-up' | 'start-over'; heldMs: number } }) => {
     if (message.error) options.onError?.(message.error);
+    if (message.slowHold) options.onSlowHold?.(message.slowHold);
   });
   worker.on('error', (error) => {
     lastError = error.message;

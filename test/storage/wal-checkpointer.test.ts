@@ -146,6 +146,38 @@ describe('WAL checkpoints in a worker thread', () => {
     expect(database.prepare('select count(*) as n from rows').get()).toEqual({ n: rows });
   });
 
+  it('tells how long it held the write lock when that was longer than the bound', async () => {
+    const holds: { kind: string; heldMs: number }[] = [];
+    // Every hold is over a bound of -1 ms: each one the worker makes is reported.
+    checkpointer = startWalCheckpointer(database, file, {
+      intervalMs: 20,
+      journalSizeLimit: 64 * 1024,
+      slowHoldMs: -1,
+      onSlowHold: (hold) => holds.push(hold),
+    });
+    // 2 MB at once: past the limit, so the next round copies the rest holding the lock and starts over.
+    insertRows(2000);
+    expect(await waitFor(() => holds.some((hold) => hold.kind === 'catch-up'))).toBe(true);
+    // Then a little under the limit, copied whole: the WAL is only started over.
+    insertRows(10);
+    expect(await waitFor(() => holds.some((hold) => hold.kind === 'start-over'))).toBe(true);
+    for (const hold of holds) {
+      expect(['catch-up', 'start-over']).toContain(hold.kind);
+      expect(Number.isInteger(hold.heldMs) && hold.heldMs >= 0).toBe(true);
+    }
+  });
+
+  it('reports no hold under the bound', async () => {
+    const holds: unknown[] = [];
+    checkpointer = startWalCheckpointer(database, file, { intervalMs: 20, journalSizeLimit: 64 * 1024, onSlowHold: (hold) => holds.push(hold) });
+    const before = walSalts();
+    insertRows(2000);
+    // The WAL was started over (so the lock was held), for far less than the default bound of a second.
+    expect(await waitFor(() => walSalts() !== before)).toBe(true);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(holds).toEqual([]);
+  });
+
   it.runIf(process.platform === 'linux')('runs its checkpoints below the event loop\'s priority', async () => {
     /** Each thread's nice value; a thread that ends while it is read is left out. */
     const nices = () =>
