@@ -17,7 +17,7 @@ export const HAS_TASKSET = spawnSync('taskset', ['-V']).status === 0 && os.cpus(
  * The load generator's young generation, in MB, fixed at its largest: with V8's default, which starts at
  * 1 MB, the generator of a steady rate collected its garbage 30 times a second, for up to 6 ms at a time,
  * and the responses that arrived meanwhile were read that much late and counted as the server's latency;
- * at 32 MB, half as often and for about 1 ms at most.
+ * at 32 MB, half as often and rarely for over 1.5 ms.
  */
 const LOAD_GENERATOR_HEAP = ['--min-semi-space-size=32', '--max-semi-space-size=32'];
 

@@ -7,7 +7,7 @@ import type { SqliteHandle } from './sqlite-handle.js';
 import { LockingSqliteDialect } from './sqlite-locking-driver.js';
 import { statementCache, withStatementCache } from './sqlite-statement-cache.js';
 import { BUSY_TIMEOUT_MS, sqliteWriteLock } from './sqlite-write-lock.js';
-import { startWalCheckpointer } from './wal-checkpointer.js';
+import { startWalCheckpointer, type WalLockHold } from './wal-checkpointer.js';
 
 export type DialectName = 'sqlite' | 'postgres';
 
@@ -37,7 +37,7 @@ export interface DbOptions {
   /** Told when background checkpoints fail (they then fall back to SQLite's own). */
   onCheckpointError?: (message: string) => void;
   /** Told when the checkpoint thread held the write lock for over a second (see wal-checkpointer.ts). */
-  onCheckpointSlowHold?: (hold: { kind: 'catch-up' | 'start-over'; heldMs: number }) => void;
+  onCheckpointSlowHold?: (hold: WalLockHold) => void;
   /** How long a write waits for SQLite's write lock held by another connection (tests; BUSY_TIMEOUT_MS). */
   writeLockTimeoutMs?: number;
 }

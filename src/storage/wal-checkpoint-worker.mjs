@@ -84,15 +84,19 @@ const CATCH_UP_FRAMES = 1000;
  * a disk busy with other writes has been tens of milliseconds, and their audit events wait in memory.
  */
 function catchUp() {
-  const started = performance.now();
   const [{ busy, log, checkpointed }] = database.pragma('wal_checkpoint(RESTART)');
-  if (busy !== 0) return;
+  if (busy !== 0) return false;
   if (checkpointed === log) startWalOver();
-  reportHold('catch-up', started);
+  return true;
 }
 
-/** Tells the server when this thread held the write lock for longer than `slowHoldMs`: its writes waited. */
-function reportHold(kind, started) {
+/**
+ * Runs `hold` (true when it took the write lock) and tells the server when this thread held the lock for
+ * longer than `slowHoldMs`: its writes waited that long.
+ */
+function timed(kind, hold) {
+  const started = performance.now();
+  if (!hold()) return;
   const heldMs = performance.now() - started;
   if (heldMs > slowHoldMs) parentPort.postMessage({ slowHold: { kind, heldMs: Math.round(heldMs) } });
 }
@@ -103,11 +107,10 @@ function checkpoint(startOver) {
     const [{ busy, log, checkpointed }] = database.pragma('wal_checkpoint(PASSIVE)');
     if (!startOver || busy !== 0 || log <= 1) return;
     if (journalSizeLimit > 0 && log * frameBytes > journalSizeLimit) {
-      if (log - checkpointed <= CATCH_UP_FRAMES) catchUp();
+      if (log - checkpointed <= CATCH_UP_FRAMES) timed('catch-up', catchUp);
     } else if (checkpointed === log) {
       // Everything copied: start the WAL over (not when all it holds is the one frame of the last start).
-      const started = performance.now();
-      if (startWalOver()) reportHold('start-over', started);
+      timed('start-over', startWalOver);
     }
   } catch (error) {
     // SQLITE_BUSY from another checkpointer (the CLI, a second server) is harmless: the next round catches up.

@@ -12,8 +12,14 @@ export interface WalCheckpointerOptions {
    * Told when the worker held SQLite's write lock for longer than `slowHoldMs` (default SLOW_HOLD_MS) while
    * starting the WAL over or copying the end of an overgrown one: the servers' writes waited that long.
    */
-  onSlowHold?: (hold: { kind: 'catch-up' | 'start-over'; heldMs: number }) => void;
+  onSlowHold?: (hold: WalLockHold) => void;
   slowHoldMs?: number;
+}
+
+/** A hold of SQLite's write lock by the worker: to copy the end of an overgrown WAL, or to start it over. */
+export interface WalLockHold {
+  kind: 'catch-up' | 'start-over';
+  heldMs: number;
 }
 
 /** A hold of the write lock by the worker that is worth telling the operator about. */
@@ -57,7 +63,7 @@ export function startWalCheckpointer(database: SqliteDatabase, file: string, opt
   worker.unref();
   let stopped = false;
   let lastError: string | undefined;
-  worker.on('message', (message: { error?: string; slowHold?: { kind: 'catch-up' | 'start-over'; heldMs: number } }) => {
+  worker.on('message', (message: { error?: string; slowHold?: WalLockHold }) => {
     if (message.error) options.onError?.(message.error);
     if (message.slowHold) options.onSlowHold?.(message.slowHold);
   });
