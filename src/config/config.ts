@@ -54,7 +54,10 @@ export interface Config {
     readonly maxConnectionsPerAddress: number;
   };
   readonly rateLimit: {
+    /** Per client (unless its registration sets its own). */
     readonly max: number;
+    /** Per user: a user's token draws on this budget and on its client's. */
+    readonly userMax: number;
     readonly windowSeconds: number;
     readonly anonymousMax: number;
     readonly addressMax: number;
@@ -281,6 +284,7 @@ export function loadConfig(env: Env = process.env): Config {
   const logLevel = (readString(env, 'LOG_LEVEL') ?? (nodeEnv === 'test' ? 'silent' : 'info')) as Config['logLevel'];
   if (!LOG_LEVELS.includes(logLevel)) problems.add('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
 
+  const rateLimitMax = readInt(env, 'RATE_LIMIT_MAX', 600, 1, 1_000_000, problems);
   const config: Config = {
     env: nodeEnv,
     host,
@@ -315,7 +319,8 @@ export function loadConfig(env: Env = process.env): Config {
       maxConnectionsPerAddress: readInt(env, 'MAX_CONNECTIONS_PER_ADDRESS', 64, 0, 100_000, problems),
     },
     rateLimit: {
-      max: readInt(env, 'RATE_LIMIT_MAX', 600, 1, 1_000_000, problems),
+      max: rateLimitMax,
+      userMax: readInt(env, 'RATE_LIMIT_USER_MAX', rateLimitMax, 1, 1_000_000, problems),
       windowSeconds: readInt(env, 'RATE_LIMIT_WINDOW', 60, 1, 86400, problems),
       anonymousMax: readInt(env, 'RATE_LIMIT_ANONYMOUS_MAX', 120, 1, 1_000_000, problems),
       addressMax: readInt(env, 'RATE_LIMIT_ADDRESS_MAX', 300, 1, 1_000_000, problems),

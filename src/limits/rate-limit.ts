@@ -218,8 +218,10 @@ export class RateLimitPolicy {
 
 export interface RateLimitSettings {
   windowSeconds: number;
-  /** Per client and per user. */
+  /** Per client, unless its registration sets its own. */
   max: number;
+  /** Per user (a user's token draws on this budget and on its client's). */
+  userMax: number;
   /** Per address, for anonymous callers and refused credentials. */
   anonymousMax: number;
   /** Per address, for every request that is not carrying an already-verified token. */
@@ -241,7 +243,7 @@ export class RateLimiter {
     this.address = new RateLimitPolicy('address', settings.addressMax, windowSeconds, onRefused, store);
     this.anonymous = new RateLimitPolicy('anonymous', settings.anonymousMax, windowSeconds, onRefused, store);
     this.client = new RateLimitPolicy('client', settings.max, windowSeconds, onRefused, store);
-    this.user = new RateLimitPolicy('user', settings.max, windowSeconds, onRefused, store);
+    this.user = new RateLimitPolicy('user', settings.userMax, windowSeconds, onRefused, store);
     this.oauth = new RateLimitPolicy('oauth', settings.anonymousMax, windowSeconds, onRefused, store);
   }
 }

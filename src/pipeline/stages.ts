@@ -86,13 +86,25 @@ export function limit(ex: Exchange, deps: PipelineDeps): StageResult {
 export function chargeCaller(ex: Exchange, deps: PipelineDeps, weight: number): StageResult {
   const principal = ex.principal;
   if (principal.kind === 'anonymous') return charge(ex, deps.limiter.anonymous.take(addressKey(ex.sourceAddress), weight));
-  const client = deps.limiter.client.take(principal.clientId, weight, principal.clientRateLimit);
+  const clientId = principal.clientId;
+  const client = deps.limiter.client.take(clientId, weight, principal.clientRateLimit);
   if (principal.kind === 'client') return charge(ex, client);
   const user = deps.limiter.user.take(principal.subject, weight);
   if (user instanceof Promise || client instanceof Promise) {
-    return charge(ex, Promise.all([user, client]).then(([byUser, byClient]) => tighter(byUser, byClient)));
+    return charge(ex, Promise.all([user, client]).then(([byUser, byClient]) => userFirst(deps, clientId, weight, byUser, byClient)));
   }
-  return charge(ex, tighter(user, client));
+  return charge(ex, userFirst(deps, clientId, weight, user, client));
+}
+
+/**
+ * A user's request the user's own budget refuses gives its points back to the client's, which the client's
+ * other users share: one user retrying past their own budget must not spend everyone else's. (The refused
+ * request still counts against the user, so that retrying early does not help.) Both budgets are asked at
+ * once, so that a shared store answers in one round trip.
+ */
+function userFirst(deps: PipelineDeps, clientId: string, weight: number, user: RateLimitResult, client: RateLimitResult): RateLimitResult {
+  if (!user.allowed) void deps.limiter.client.refund(clientId, weight).catch(() => {});
+  return tighter(user, client);
 }
 
 /**

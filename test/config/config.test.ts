@@ -81,6 +81,14 @@ describe('configuration', () => {
     ]);
   });
 
+  it('reads RATE_LIMIT_USER_MAX, which defaults to RATE_LIMIT_MAX, refusing values out of range', () => {
+    expect(loadConfig({}).rateLimit).toMatchObject({ max: 600, userMax: 600 });
+    expect(loadConfig({ RATE_LIMIT_MAX: '5000' }).rateLimit).toMatchObject({ max: 5000, userMax: 5000 });
+    expect(loadConfig({ RATE_LIMIT_MAX: '5000', RATE_LIMIT_USER_MAX: '300' }).rateLimit).toMatchObject({ max: 5000, userMax: 300 });
+    expect(problemsOf({ RATE_LIMIT_USER_MAX: '0' })).toEqual(['RATE_LIMIT_USER_MAX: must be between 1 and 1000000, got 0']);
+    expect(problemsOf({ RATE_LIMIT_USER_MAX: 'lots' })).toEqual(['RATE_LIMIT_USER_MAX: must be an integer, got "lots"']);
+  });
+
   it('reads DATABASE_POOL_SIZE (10 by default) with DATABASE_URL, and refuses it without, where nothing would use it', () => {
     const url = 'postgres://portcullis@db.internal/portcullis';
     expect(loadConfig({ DATABASE_URL: url }).databasePoolSize).toBe(10);

@@ -95,3 +95,34 @@ describe.each(DATABASE_KINDS)('a client\'s own rate limit on %s', (kind) => {
     }
   });
 });
+
+// A user's token draws on the user's budget and the client's; the client's is shared by the client's users.
+describe.each(DATABASE_KINDS)('one user past their own budget on %s', (kind) => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp(kind, { RATE_LIMIT_MAX: '5', RATE_LIMIT_USER_MAX: '3', RATE_LIMIT_ADDRESS_MAX: '100000', RATE_LIMIT_ANONYMOUS_MAX: '100000' });
+  });
+  afterAll(() => t.close());
+
+  it('spends only their own budget on the requests it refuses, not the budget the client\'s other users share', async () => {
+    const greedy = await t.createUser('member');
+    const other = await t.createUser('member');
+    const greedyToken = await greedy.token(['read:posts']);
+    const answers: string[] = [];
+    for (let i = 0; i < 8; i++) {
+      const res = await t.request({ url: '/v1/posts?limit=1', token: greedyToken });
+      answers.push(`${res.statusCode} ${res.headers.ratelimit}`);
+    }
+    // The user's budget (3) refuses from the fourth request on, and says so; the client's (5) kept 2.
+    expect(answers.map((answer) => answer.replace(/;t=\d+$/, ''))).toEqual([
+      '200 "user";r=2',
+      '200 "user";r=1',
+      '200 "user";r=0',
+      ...Array(5).fill('429 "user";r=0'),
+    ]);
+    const res = await t.request({ url: '/v1/posts?limit=1', token: await other.token(['read:posts']) });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.headers['ratelimit-policy']).toBe('"client";q=5;w=60');
+    expect(res.headers.ratelimit).toMatch(/^"client";r=1;t=\d+$/);
+  });
+});
