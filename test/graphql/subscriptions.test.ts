@@ -311,7 +311,7 @@ describe.each(DATABASE_KINDS)('GraphQL subscriptions over WebSocket (graphql-ws)
   });
 });
 
-describe('a subscription weighs its cost against the rate limit for every event it delivers', () => {
+describe('a subscription weighs its cost for every event it delivers, against a budget of its own', () => {
   let t: TestApp;
   let client: Client | undefined;
   afterAll(async () => {
@@ -319,7 +319,7 @@ describe('a subscription weighs its cost against the rate limit for every event 
     await t?.close();
   });
 
-  it('delivers events while the caller has budget, then ends the subscription with RATE_LIMITED', async () => {
+  it('delivers events while its budget lasts, then ends with RATE_LIMITED; the caller\'s budgets pay only for the subscribe', async () => {
     t = await startTestApp('sqlite', { RATE_LIMIT_MAX: '20', RATE_LIMIT_ANONYMOUS_MAX: '1000000', RATE_LIMIT_ADDRESS_MAX: '1000000' });
     const address = await t.app.fastify.listen({ host: '127.0.0.1', port: 0 });
     const reader = await t.createUser('member');
@@ -339,15 +339,20 @@ describe('a subscription weighs its cost against the rate limit for every event 
     );
     await new Promise((resolve) => setTimeout(resolve, 300));
     const now = new Date().toISOString();
-    // Events published by someone else (straight onto this instance's bus): only the subscriber's budget is spent.
+    // Events published by someone else (straight onto this instance's bus).
     for (let i = 0; i < 20 && !completed; i++) {
       t.app.events.publish('postPublished', { id: `p${i}`, authorId: reader.id, title: `t${i}`, body: 'b', status: 'published', createdAt: now, updatedAt: now });
       await new Promise((resolve) => setTimeout(resolve, 30));
     }
     await expect.poll(() => completed, { timeout: 2000, interval: 20 }).toBe(true);
-    // 20 points: 1 for the connection, 4 for the subscription (1 + its three fields), 4 per event delivered.
+    // The subscription's own budget is the caller's size, 20 points a window: 4 per event (1 + its three
+    // fields), so five events.
     const delivered = results.slice(0, -1);
-    expect(delivered).toEqual([0, 1, 2].map((i) => ({ data: { postPublished: { id: `p${i}`, title: `t${i}`, status: 'published' } } })));
+    expect(delivered).toEqual([0, 1, 2, 3, 4].map((i) => ({ data: { postPublished: { id: `p${i}`, title: `t${i}`, status: 'published' } } })));
     expect(results.at(-1)).toEqual({ errors: [{ message: expect.stringMatching(/^Too many requests; retry in \d+ s\.$/), extensions: { code: 'RATE_LIMITED' } }] });
+    // The caller's budgets (its own and its client's, which the client's other users share) paid 1 for the
+    // connection and 4 for the subscription, nothing for the events: this request leaves 14 of 20.
+    const res = await fetch(`${address}/v1/users/${reader.id}`, { headers: { authorization: `Bearer ${await reader.token()}` } });
+    expect({ status: res.status, ratelimit: res.headers.get('ratelimit') }).toEqual({ status: 200, ratelimit: expect.stringMatching(/^"client";r=14;t=\d+$/) });
   });
 });

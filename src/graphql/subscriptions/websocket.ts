@@ -14,6 +14,7 @@ import {
 import { makeHandler } from 'graphql-ws/use/@fastify/websocket';
 import { ApiError } from '../../errors/registry.js';
 import { checkAffordable, checkDocumentLimits, LimitExceededError, parseWithinLimits } from '../../limits/graphql-limits.js';
+import { WindowCounters } from '../../limits/rate-limit.js';
 import { authenticate } from '../../pipeline/authenticate.js';
 import { runStages, type Stage } from '../../pipeline/pipeline.js';
 import { recordDecision } from '../../pipeline/record-decision.js';
@@ -195,10 +196,13 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
       async subscribe(args) {
         const connection = connectionOf.get(args.contextValue as GraphqlContext);
         if (!connection) throw new Error('A subscription without its connection');
-        // Each event runs the whole document again: it weighs the subscription's cost against the caller's
-        // budgets, and a subscription whose caller has spent them ends with RATE_LIMITED.
+        // Each event runs the whole document again, so it weighs the subscription's cost. Events happen
+        // when others publish, so they are not charged to the caller's budgets: those pay for the caller's
+        // own requests and, for the client's, its other users' too, and a publisher could spend them all.
+        // Each subscription has a budget of its own instead, as large as the caller's (the smallest it
+        // draws on) per window; a subscription whose events have spent it ends with RATE_LIMITED.
         const cost = costOf.get(args.contextValue as GraphqlContext) ?? 1;
-        const charge = async () => chargeCaller(connection.exchange, deps, cost);
+        const charge = eventBudget(largestCharge(connection.exchange, deps), deps.limiter.client.windowSeconds, cost);
         const result = await subscribeEvents(args, () => contextOf(connection), charge, (stream) => connection.streams.delete(stream));
         if (!(Symbol.asyncIterator in result)) return result;
         // A socket closed meanwhile has nobody to deliver to.
@@ -233,6 +237,21 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
   };
 }
 
+/**
+ * A subscription's own budget: `points` per window of `windowSeconds`, each event weighing `cost`; throws
+ * RATE_LIMITED, as the caller's budgets do, for the event that would overspend it.
+ */
+function eventBudget(points: number, windowSeconds: number, cost: number): () => void {
+  const window = new WindowCounters(windowSeconds * 1000);
+  return () => {
+    const spent = window.take('', cost);
+    if (spent.points > points) {
+      const retry = Math.max(1, Math.ceil(spent.msLeft / 1000));
+      throw new ApiError('RATE_LIMITED', `Too many requests; retry in ${retry} s.`, { headers: { 'retry-after': String(retry) } });
+    }
+  };
+}
+
 type EventResults = AsyncIterableIterator<ExecutionResult> & { return(): Promise<IteratorResult<ExecutionResult>> };
 
 /**
@@ -243,7 +262,7 @@ type EventResults = AsyncIterableIterator<ExecutionResult> & { return(): Promise
 async function subscribeEvents(
   args: ExecutionArgs,
   fresh: () => GraphqlContext,
-  charge: () => Promise<void>,
+  charge: () => void,
   ended: (results: EventResults) => void,
 ): Promise<EventResults | ExecutionResult> {
   const stream = await createSourceEventStream(args);
@@ -259,7 +278,7 @@ async function subscribeEvents(
         return { done: true, value: undefined };
       }
       try {
-        await charge();
+        charge();
       } catch (error) {
         if (!(error instanceof ApiError) || error.code !== 'RATE_LIMITED') throw error;
         // This event is not delivered; the subscription ends after saying why.
