@@ -1,6 +1,7 @@
 // First: before anything large is loaded (see the module).
 import './tick-queue-shapes.js';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import cluster from 'node:cluster';
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
@@ -247,8 +248,12 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   // it with an empty body; ignored, the request is answered as it would be without the field.
   fastify.server.on('checkExpectation', (request, response) => fastify.server.emit('request', request, response));
   // Behind proxies, they hold the connections: one cap per proxy address would cap every client together.
+  // With WORKERS > 1 each worker sees only the connections the primary hands it, in turn, so each enforces
+  // its share: one address holds about the cap across the workers (at most WORKERS - 1 more), not the cap
+  // in each of them.
   if (config.http.trustProxy === false && config.http.maxConnectionsPerAddress > 0) {
-    capConnectionsPerAddress(fastify.server, config.http.maxConnectionsPerAddress, security);
+    const share = cluster.isWorker ? Math.ceil(config.http.maxConnectionsPerAddress / config.workers) : config.http.maxConnectionsPerAddress;
+    capConnectionsPerAddress(fastify.server, share, security);
   }
   for (const name of config.developmentDefaults) {
     fastify.log.warn(developmentDefaultWarning(config, name));

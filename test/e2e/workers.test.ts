@@ -200,3 +200,36 @@ describe.each(DATABASE_KINDS)('WORKERS=2 on %s', (kind) => {
     }
   }, CLUSTER_TEST_TIMEOUT);
 });
+
+describe('WORKERS=2 and MAX_CONNECTIONS_PER_ADDRESS', () => {
+  it('holds one address to the cap across the workers, not to the cap in each', async () => {
+    const server = await startServer({ WORKERS: '2', MAX_CONNECTIONS_PER_ADDRESS: '4' });
+    await waitUntilLive(server);
+    await expect.poll(() => server.output().match(/"msg":"Server listening at/g)?.length ?? 0, { timeout: 15_000, interval: 100 }).toBe(2);
+    const { port } = new URL(server.base);
+    const sockets: import('node:net').Socket[] = [];
+    try {
+      // Ten idle connections, one after another: the primary hands them to the workers in turn.
+      const answers: string[] = [];
+      for (let i = 0; i < 10; i++) {
+        const socket = (await import('node:net')).connect(Number(port), '127.0.0.1');
+        sockets.push(socket);
+        let received = '';
+        socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')));
+        const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+        await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+        // A refused connection is answered and closed at once; an admitted one stays open and silent.
+        const outcome = await Promise.race([closed.then(() => 'refused'), new Promise<string>((resolve) => setTimeout(() => resolve('open'), 400))]);
+        answers.push(outcome === 'refused' ? received.split('\r\n')[0]! : 'open');
+      }
+      // Each worker admits 2 (its share of 4); a connection the readiness check kept alive may hold one of
+      // them. One cap in each worker would have admitted 7 or 8.
+      const open = answers.filter((answer) => answer === 'open').length;
+      expect(open).toBeGreaterThanOrEqual(3);
+      expect(open).toBeLessThanOrEqual(4);
+      expect(answers.filter((answer) => answer !== 'open')).toEqual(Array(10 - open).fill('HTTP/1.1 429 Too Many Requests'));
+    } finally {
+      for (const socket of sockets) socket.destroy();
+    }
+  }, CLUSTER_TEST_TIMEOUT);
+});
