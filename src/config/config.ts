@@ -31,6 +31,8 @@ export interface Config {
   readonly tokens: {
     readonly accessTokenTtl: number;
     readonly refreshTokenTtl: number;
+    /** Seconds from the sign-in a refresh-token family comes from after which no rotation extends it. */
+    readonly refreshTokenMaxLifetime: number;
     readonly maxTokenLength: number;
     readonly clockSkew: number;
     readonly cacheSize: number;
@@ -304,6 +306,7 @@ export function loadConfig(env: Env = process.env): Config {
       // The seed bounds access tokens to 5 minutes .. 1 hour and refresh tokens to days .. weeks.
       accessTokenTtl: readInt(env, 'ACCESS_TOKEN_TTL', 600, 300, 3600, problems),
       refreshTokenTtl: readInt(env, 'REFRESH_TOKEN_TTL', 14 * 86400, 86400, 60 * 86400, problems),
+      refreshTokenMaxLifetime: readInt(env, 'REFRESH_TOKEN_MAX_LIFETIME', 90 * 86400, 86400, 365 * 86400, problems),
       maxTokenLength: readInt(env, 'MAX_TOKEN_LENGTH', 4096, 512, 16384, problems),
       clockSkew: readInt(env, 'TOKEN_CLOCK_SKEW', 30, 0, 300, problems),
       cacheSize: readInt(env, 'TOKEN_CACHE_SIZE', 10000, 0, 1_000_000, problems),

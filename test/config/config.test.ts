@@ -23,7 +23,7 @@ describe('configuration', () => {
       databaseUrl: null,
       redisUrl: null,
       keyEncryptionSecret: DEVELOPMENT_KEY_SECRET,
-      tokens: { accessTokenTtl: 600, refreshTokenTtl: 14 * 86400, clockSkew: 30 },
+      tokens: { accessTokenTtl: 600, refreshTokenTtl: 14 * 86400, refreshTokenMaxLifetime: 90 * 86400, clockSkew: 30 },
     });
     expect(config.dataDir.endsWith('/data')).toBe(true);
     expect(config.developmentDefaults).toEqual(['ISSUER', 'KEY_ENCRYPTION_SECRET']);

@@ -65,6 +65,7 @@ function userTokenDeps(deps: TokenEndpointDeps): UserTokenDeps {
     keys: deps.keys,
     issuer: deps.config.issuer,
     refreshTokenTtl: deps.config.tokens.refreshTokenTtl,
+    refreshTokenMaxLifetime: deps.config.tokens.refreshTokenMaxLifetime,
     clock: deps.clock,
   };
 }
@@ -79,7 +80,7 @@ async function issueFor(deps: TokenEndpointDeps, grant: CheckedGrant): Promise<I
 /** The grants this server implements, by `grant_type` (RFC 6749 §4, RFC 8628 §3.4). Discovery lists the same keys. */
 const GRANTS: Readonly<Record<ServedGrantType, (request: GrantRequest) => Promise<Issued>>> = {
   [AUTHORIZATION_CODE]: async ({ client, params, deps, now }) => issueFor(deps, await grantAuthorizationCode(deps.db.kysely, client, params, now)),
-  [REFRESH_TOKEN]: async ({ client, params, deps, now }) => issueFor(deps, await grantRefreshToken(deps.db, client, params, now)),
+  [REFRESH_TOKEN]: async ({ client, params, deps, now }) => issueFor(deps, await grantRefreshToken(deps.db, client, params, now, deps.config.tokens.refreshTokenMaxLifetime)),
   [CLIENT_CREDENTIALS]: async ({ client, params, deps }) => {
     const grant = grantClientCredentials(client, params);
     const access = await deps.tokens.issueAccessToken({ client, ...grant, grantType: CLIENT_CREDENTIALS }).catch((error: unknown) => {

@@ -22,6 +22,8 @@ export async function grantRefreshToken(
   client: ClientRecord,
   params: Readonly<Record<string, string>>,
   now: number,
+  /** REFRESH_TOKEN_MAX_LIFETIME: also ends a family whose token was issued before it was lowered. */
+  maxLifetimeSeconds: number,
 ): Promise<CheckedGrant> {
   if (!client.grantTypes.includes(REFRESH_TOKEN)) throw new OAuthError('unauthorized_client', 'The client may not use the refresh_token grant.');
   const presented = params.refresh_token;
@@ -30,7 +32,9 @@ export async function grantRefreshToken(
   const row = await grantReadStore(db).findRefreshToken(tokenHash);
   if (!row || row.clientRegistrationId !== client.id) throw new OAuthError('invalid_grant', 'The refresh token is not valid.');
   if (row.revokedAt !== null) throw new OAuthError('invalid_grant', 'The refresh token was revoked.');
-  if (Date.parse(row.expiresAt) <= now) throw new OAuthError('invalid_grant', 'The refresh token has expired.');
+  if (Date.parse(row.expiresAt) <= now || Date.parse(row.authTime) + maxLifetimeSeconds * 1000 <= now) {
+    throw new OAuthError('invalid_grant', 'The refresh token has expired.');
+  }
   const nowIso = new Date(now).toISOString();
   if (row.rotatedAt !== null) await replayed(db, row, nowIso);
   // The family keeps its scopes; this access token may have fewer (§6: never more), and the client's

@@ -37,6 +37,8 @@ export interface UserTokenDeps {
   keys: KeyStore;
   issuer: string;
   refreshTokenTtl: number;
+  /** Seconds from the sign-in (`authTime`) after which a family's refresh tokens end, however often rotated. */
+  refreshTokenMaxLifetime: number;
   clock?: () => number;
 }
 
@@ -80,7 +82,10 @@ export async function signUserTokens(deps: UserTokenDeps, grant: UserGrant): Pro
   const refreshScopes = grant.refreshScopes ?? grant.scopes;
   let refreshToken: string | null = null;
   let refreshRow: RefreshTokenRow | null = null;
-  if (mayIssueRefreshToken(client, refreshScopes)) {
+  // Each rotation extends a family by the refresh token's lifetime, but never past the end of its sign-in's
+  // maximum lifetime: a family in use would otherwise live for ever, and a stolen one with it.
+  const refreshExpiresAt = Math.min(now + deps.refreshTokenTtl, grant.authTime + deps.refreshTokenMaxLifetime);
+  if (mayIssueRefreshToken(client, refreshScopes) && refreshExpiresAt > now) {
     refreshToken = generateLookupToken((deps.clock ?? Date.now)());
     refreshRow = {
       tokenHash: tokenLookupKey(refreshToken),
@@ -91,7 +96,7 @@ export async function signUserTokens(deps: UserTokenDeps, grant: UserGrant): Pro
       scopes: refreshScopes.join(' '),
       authTime: new Date(grant.authTime * 1000).toISOString(),
       issuedAt: new Date(now * 1000).toISOString(),
-      expiresAt: new Date((now + deps.refreshTokenTtl) * 1000).toISOString(),
+      expiresAt: new Date(refreshExpiresAt * 1000).toISOString(),
       rotatedAt: null,
       revokedAt: null,
     };

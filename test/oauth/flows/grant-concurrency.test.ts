@@ -107,9 +107,9 @@ describe.each(DATABASE_KINDS)('concurrent uses of one grant on %s (no seams)', (
     const { code, verifier } = await obtainCode(app, new Browser(app.oauth.app), web, user, { scope: SCOPE });
     const tokens = expectTokens(await exchangeCode(app, web, code, { code_verifier: verifier }), { scope: SCOPE, refreshToken: true, idToken: true });
     const client = (await app.oauth.clients.find(web.client.clientId))!;
-    const deps = { db: app.db.kysely, tokens: app.oauth.tokens, keys: app.oauth.keys, issuer: app.config.issuer, refreshTokenTtl: app.config.tokens.refreshTokenTtl };
+    const deps = { db: app.db.kysely, tokens: app.oauth.tokens, keys: app.oauth.keys, issuer: app.config.issuer, refreshTokenTtl: app.config.tokens.refreshTokenTtl, refreshTokenMaxLifetime: app.config.tokens.refreshTokenMaxLifetime };
     const now = Date.now();
-    const grants = await Promise.all([0, 1].map(() => grantRefreshToken(app.db, client, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token! }, now)));
+    const grants = await Promise.all([0, 1].map(() => grantRefreshToken(app.db, client, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token! }, now, app.config.tokens.refreshTokenMaxLifetime)));
     const signed = await Promise.all(grants.map((grant) => signUserTokens(deps, grant)));
     // Same tick: on SQLite both works join one turn's transaction.
     const settled = await Promise.allSettled(grants.map((grant, i) => commitUserGrant(app.oauth.tokens, grant, signed[i]!.rows)));

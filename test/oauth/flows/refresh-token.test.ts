@@ -223,6 +223,23 @@ describe.each(DATABASE_KINDS)('refresh tokens on %s', (kind) => {
       expect(await countRows(t.db, 'accessTokens')).toBe(issued);
     });
 
+    it('at the sign-in’s maximum lifetime (REFRESH_TOKEN_MAX_LIFETIME, 90 days), however often rotated', async () => {
+      const tokens = await tokensFor(web);
+      const row = async (refreshToken: string) =>
+        t.db.kysely.selectFrom('refreshTokens').select(['familyId', 'authTime', 'expiresAt']).where('tokenHash', '=', tokenLookupKey(refreshToken)).executeTakeFirstOrThrow();
+      const { familyId } = await row(tokens.refresh_token!);
+      // The sign-in the family comes from was 90 days less a minute ago: a rotation now ends with it.
+      const signedInAt = new Date(Math.floor(Date.now() / 1000) * 1000 - 90 * 86400_000 + 60_000).toISOString();
+      await t.db.kysely.updateTable('refreshTokens').set({ authTime: signedInAt }).where('familyId', '=', familyId).execute();
+      const rotated = expectTokens(await refresh(t, web, tokens.refresh_token!), { scope: SCOPE, refreshToken: true, idToken: false });
+      expect(await row(rotated.refresh_token!)).toEqual({ familyId, authTime: signedInAt, expiresAt: new Date(Date.parse(signedInAt) + 90 * 86400_000).toISOString() });
+      // Past it (the lifetime lowered since the token was issued, say): refused, nothing issued.
+      await t.db.kysely.updateTable('refreshTokens').set({ authTime: new Date(Date.now() - 90 * 86400_000 - 1000).toISOString() }).where('familyId', '=', familyId).execute();
+      const issued = await countRows(t.db, 'accessTokens');
+      expectTokenError(await refresh(t, web, rotated.refresh_token!), 400, 'invalid_grant', 'The refresh token has expired.');
+      expect(await countRows(t.db, 'accessTokens')).toBe(issued);
+    });
+
     it('when the client is deleted, and a new registration under the same client_id cannot use it', async () => {
       const doomed = await createWebClient(t.db, { firstParty: true });
       const tokens = await tokensFor(doomed);
