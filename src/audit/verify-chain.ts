@@ -23,7 +23,7 @@ interface Counts {
   events: number;
   /** Signed checkpoints recorded in the database. */
   checkpoints: number;
-  /** Events after the newest checkpoint: nothing vouches for them yet. */
+  /** Events after the newest checkpoint (every event when none is signed yet): only the chain vouches for them. */
   uncovered: number;
   /** Fingerprints of the audit keys that signed the checkpoints and archive records. */
   keyFingerprints: string[];
@@ -135,7 +135,8 @@ export async function verifyAuditChain(db: Kysely<Database>, options: VerifyOpti
         }
         pending.delete(seq);
       }
-      if (newest && seq > newest.headSeq) counts.uncovered++;
+      // With no checkpoint signed yet, only the chain vouches for any event.
+      if (newest === undefined || seq > newest.headSeq) counts.uncovered++;
       expectedPrev = row.hash;
       afterSeq = seq;
     }

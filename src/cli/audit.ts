@@ -27,7 +27,8 @@ const verifyAuditCommand: Command = {
       const archived = report.archived
         ? `; ${formatCount(report.archived.events, 'earlier event')} archived (up to seq ${report.archived.upToSeq}, ${report.archived.archivedAt})`
         : '';
-      writeLine(`ok: ${report.events} events, ${formatCount(report.checkpoints, 'checkpoint')}${keys}; ${report.uncovered} after the newest checkpoint${archived}`);
+      const covered = report.checkpoints === 0 ? 'none under a checkpoint yet' : `${report.uncovered} after the newest checkpoint`;
+      writeLine(`ok: ${report.events} events, ${formatCount(report.checkpoints, 'checkpoint')}${keys}; ${covered}${archived}`);
     } else {
       const { seq, id, problem } = report.brokenAt;
       const where = seq === null ? '' : `seq ${seq}${id === null ? '' : `, id ${id}`}, `;

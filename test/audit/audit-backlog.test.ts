@@ -9,7 +9,7 @@ import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../helper
 // itself full at its bound (the server then refuses requests), and once writes succeed again every event
 // is stored once, in the order it was recorded, on one intact chain.
 
-const intact = (events: number) => ({ ok: true, events, checkpoints: 0, uncovered: 0, keyFingerprints: [], archived: null });
+const intact = (events: number) => ({ ok: true, events, checkpoints: 0, uncovered: events, keyFingerprints: [], archived: null });
 
 function capturingLogger() {
   const errors: { obj: Record<string, unknown>; msg: string }[] = [];

@@ -6,12 +6,13 @@ import { liftAppendOnly, sampleDecision, SILENT_LOGGER } from '../helpers/audit.
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../helpers/databases.js';
 
 /** A verified chain with no checkpoints yet. */
-const intact = (events: number) => ({ ok: true, events, checkpoints: 0, uncovered: 0, keyFingerprints: [], archived: null });
+const intact = (events: number) => ({ ok: true, events, checkpoints: 0, uncovered: events, keyFingerprints: [], archived: null });
 const broken = (events: number, brokenAt: { seq: number; id: string; problem: string }) => ({
   ok: false,
   events,
   checkpoints: 0,
-  uncovered: 0,
+  // The events verified before the broken one, none of them under a checkpoint.
+  uncovered: events - 1,
   keyFingerprints: [],
   archived: null,
   brokenAt,

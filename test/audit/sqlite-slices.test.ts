@@ -11,7 +11,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/databases.js';
 // stored, and the next attempt writes the rest once, on one chain.
 
 const quietLogger = { info: () => {}, error: () => {} };
-const intact = (events: number) => ({ ok: true, events, checkpoints: 0, uncovered: 0, keyFingerprints: [], archived: null });
+const intact = (events: number) => ({ ok: true, events, checkpoints: 0, uncovered: events, keyFingerprints: [], archived: null });
 
 describe('the SQLite audit append, in slices', () => {
   let t: TestDatabase;
