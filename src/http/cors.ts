@@ -26,8 +26,11 @@ const ENDPOINTS: ReadonlySet<string> = new Set([
   '/graphql',
 ]);
 
-/** Request headers beyond the CORS-safelisted ones: the token, JSON bodies, the contract's header parameters. */
-export const ALLOWED_REQUEST_HEADERS = ['Authorization', 'Content-Type', 'If-Match', 'If-None-Match', 'Idempotency-Key'];
+/**
+ * Request headers beyond the CORS-safelisted ones: the token, JSON bodies, the contract's header parameters,
+ * and W3C trace context (`traceparent`), whose trace id the request's log lines and audit event carry.
+ */
+export const ALLOWED_REQUEST_HEADERS = ['Authorization', 'Content-Type', 'If-Match', 'If-None-Match', 'Idempotency-Key', 'traceparent'];
 
 /**
  * Response headers a browser app may read beyond the CORS-safelisted response-header names (Cache-Control,

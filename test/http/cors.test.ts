@@ -9,7 +9,7 @@ import { ADMIN_CLIENT_ID, ADMIN_CLIENT_SECRET, startTestApp, type TestApp } from
 const APP = 'https://app.example.com';
 const DEV = 'http://127.0.0.1:5173';
 const EXPOSE = 'ETag, Location, Link, Allow, RateLimit, RateLimit-Policy, Retry-After, WWW-Authenticate, Idempotent-Replayed, X-Request-Id, Deprecation, Sunset';
-const ALLOW_HEADERS = 'Authorization, Content-Type, If-Match, If-None-Match, Idempotency-Key';
+const ALLOW_HEADERS = 'Authorization, Content-Type, If-Match, If-None-Match, Idempotency-Key, traceparent';
 const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
 const BASIC = `Basic ${Buffer.from(`${ADMIN_CLIENT_ID}:${ADMIN_CLIENT_SECRET}`).toString('base64')}`;
 
