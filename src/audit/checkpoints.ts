@@ -84,7 +84,7 @@ export async function auditSigningKey(
 /** Audit keys exist and KEY_ENCRYPTION_SECRET (nor PREVIOUS_KEY_ENCRYPTION_SECRET) decrypts any of them. */
 export class AuditKeyDecryptionError extends Error {
   constructor() {
-    super('The audit key cannot be decrypted: is KEY_ENCRYPTION_SECRET the one it was stored with?');
+    super('The audit key cannot be decrypted: is KEY_ENCRYPTION_SECRET the one it was stored with? (To change it, set the old one in PREVIOUS_KEY_ENCRYPTION_SECRET and run "keys rewrap"; see the README.)');
     this.name = 'AuditKeyDecryptionError';
   }
 }

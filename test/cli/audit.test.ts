@@ -32,7 +32,7 @@ describe.each(DATABASE_KINDS)('portcullis audit on %s', { timeout: CLI_TEST_TIME
     expect(before).toHaveLength(1);
     await record(3, 2);
     const wrong = await runCli(['audit', 'checkpoint'], { ...t.env, KEY_ENCRYPTION_SECRET: 'another-secret-that-opens-nothing-0123456789' });
-    expect(wrong).toEqual({ code: 78, stdout: '', stderr: 'error: The audit key cannot be decrypted: is KEY_ENCRYPTION_SECRET the one it was stored with?\n' });
+    expect(wrong).toEqual({ code: 78, stdout: '', stderr: 'error: The audit key cannot be decrypted: is KEY_ENCRYPTION_SECRET the one it was stored with? (To change it, set the old one in PREVIOUS_KEY_ENCRYPTION_SECRET and run "keys rewrap"; see the README.)\n' });
     expect(await keys()).toEqual(before);
     expect(await t.db.kysely.selectFrom('auditCheckpoints').select('number').execute()).toHaveLength(1);
   });

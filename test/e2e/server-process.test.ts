@@ -105,7 +105,7 @@ describe('server process', () => {
     expect(await first.exited).toBe(0);
     const wrong = await startServer({ KEY_ENCRYPTION_SECRET: 'another-secret-that-opens-nothing-0123456789' }, first.dataDir);
     expect(await wrong.exited).toBe(78);
-    expect(wrong.output()).toMatch(/^portcullis: The private part of signing key \S+ cannot be decrypted: is KEY_ENCRYPTION_SECRET the one it was stored with\?$/m);
+    expect(wrong.output()).toMatch(/^portcullis: The private part of signing key \S+ cannot be decrypted: is KEY_ENCRYPTION_SECRET the one it was stored with\? \(To change it, set the old one in PREVIOUS_KEY_ENCRYPTION_SECRET and run "keys rewrap"; see the README\.\)$/m);
     expect(wrong.output()).not.toContain('    at ');
   });
 

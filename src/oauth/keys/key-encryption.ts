@@ -15,7 +15,7 @@ const HKDF_INFO = 'AES-256-GCM private JWK encryption v1';
 
 export class KeyDecryptionError extends Error {
   constructor(readonly kid: string) {
-    super(`The private part of signing key ${kid} cannot be decrypted: is KEY_ENCRYPTION_SECRET the one it was stored with?`);
+    super(`The private part of signing key ${kid} cannot be decrypted: is KEY_ENCRYPTION_SECRET the one it was stored with? (To change it, set the old one in PREVIOUS_KEY_ENCRYPTION_SECRET and run "keys rewrap"; see the README.)`);
     this.name = 'KeyDecryptionError';
   }
 }
