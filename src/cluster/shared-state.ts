@@ -51,11 +51,11 @@ export function shareAcrossProcesses(
   // Redis may be reachable by others than the instances: what they send each other there is signed.
   let lastRefusalLogged = 0;
   const fanout: Fanout | null = redis
-    ? new SignedFanout(redis, config.keyEncryptionSecret, config.previousKeyEncryptionSecret, (channel) => {
+    ? new SignedFanout(redis, config.keyEncryptionSecret, config.previousKeyEncryptionSecret, (channel, reason) => {
         // At most one line a minute, however many are sent.
         if (Date.now() - lastRefusalLogged < 60_000) return;
         lastRefusalLogged = Date.now();
-        logger.warn({ channel }, 'redis.message_refused: not signed by an instance of this deployment');
+        logger.warn({ channel, reason }, 'redis.message_refused: not signed by an instance of this deployment, outside its time window, or a copy');
       })
     : cluster.isWorker
       ? new ClusterFanout()

@@ -1,10 +1,15 @@
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SharedEventBus } from '../../src/events/shared-event-bus.js';
+import { SignedFanout, type Refusal } from '../../src/events/signed-fanout.js';
 import { RedisLink } from '../../src/redis/redis-link.js';
 import { REDIS_AVAILABLE, REDIS_URL } from '../helpers/redis.js';
 
 const quiet = { info: () => {}, warn: () => {} };
 const links: RedisLink[] = [];
+const rawConnections: Redis[] = [];
+const SECRET = 'shared-event-bus-test-secret-0123456789';
 
 function link(namespace = ''): RedisLink {
   const redis = new RedisLink(REDIS_URL, quiet, namespace);
@@ -29,8 +34,19 @@ async function nextWithin<T>(events: AsyncIterator<T>, ms: number): Promise<T | 
   }
 }
 
+/** Someone else who can reach Redis: records every message of a deployment's channels, and publishes what it likes. */
+async function eavesdropper(namespace: string): Promise<{ recorded: { channel: string; message: string }[]; publish: (channel: string, message: string) => Promise<number> }> {
+  const [listening, publishing] = [new Redis(REDIS_URL), new Redis(REDIS_URL)];
+  rawConnections.push(listening, publishing);
+  const recorded: { channel: string; message: string }[] = [];
+  listening.on('pmessage', (_pattern: string, channel: string, message: string) => recorded.push({ channel, message }));
+  await listening.psubscribe(`${namespace}:*`);
+  return { recorded, publish: (channel, message) => publishing.publish(channel, message) };
+}
+
 afterEach(async () => {
   await Promise.all(links.splice(0).map((redis) => redis.close()));
+  await Promise.all(rawConnections.splice(0).map((redis) => redis.quit()));
 });
 
 describe.skipIf(!REDIS_AVAILABLE)('resource events shared through Redis', () => {
@@ -76,5 +92,60 @@ describe.skipIf(!REDIS_AVAILABLE)('resource events shared through Redis', () => 
     new SharedEventBus(production).publish('postPublished', { id: 'p-2' });
     expect(await nextWithin(onProduction, 1000)).toEqual({ id: 'p-2' });
     expect(await nextWithin(onStaging, 300)).toBe('none');
+  });
+
+  it('delivers a signed event once however often a copy recorded from Redis is published again; fresh events still arrive', async () => {
+    // A deployment of its own, so that nothing else running on this Redis is heard or disturbed.
+    const namespace = `portcullis:replay-${randomUUID()}`;
+    const [a, b] = [link(namespace), link(namespace)];
+    const attacker = await eavesdropper(namespace);
+    await Promise.all([ready(a), ready(b)]);
+    const refusedOnA: Refusal[] = [];
+    const refusedOnB: Refusal[] = [];
+    const busA = new SharedEventBus(new SignedFanout(a, SECRET, null, (_channel, reason) => refusedOnA.push(reason)));
+    const busB = new SharedEventBus(new SignedFanout(b, SECRET, null, (_channel, reason) => refusedOnB.push(reason)));
+    const onA = busA.subscribe('postPublished');
+    const onB = busB.subscribe('postPublished');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const post = { id: 'p-3', title: 'Later a draft', body: 'confidential once withdrawn', status: 'published' };
+    busA.publish('postPublished', post);
+    expect(await nextWithin(onB, 1000)).toEqual(post);
+    expect(await nextWithin(onA, 1000)).toEqual(post);
+    await expect.poll(() => attacker.recorded.length, { timeout: 1000, interval: 20 }).toBe(1);
+    const { channel, message } = attacker.recorded[0]!;
+    expect(channel).toBe(`${namespace}:resource-events`);
+
+    // The author withdraws the post; the recorded message is published again, verbatim, three times, and
+    // reaches both instances' subscribers and the eavesdropper's own.
+    for (let copy = 0; copy < 3; copy++) expect(await attacker.publish(channel, message)).toBe(3);
+    expect(await nextWithin(onB, 500)).toBe('none');
+    expect(await nextWithin(onA, 100)).toBe('none');
+    // Each instance refused every copy as one, A included: it had accepted its own message when it came back.
+    expect(refusedOnB).toEqual(['replay', 'replay', 'replay']);
+    expect(refusedOnA).toEqual(['replay', 'replay', 'replay']);
+
+    // New subscriptions: a `nextWithin` that timed out left its `next()` waiting, and it would take the event.
+    const [laterOnA, laterOnB] = [busA.subscribe('postPublished'), busB.subscribe('postPublished')];
+    const next = { id: 'p-4', title: 'Fresh', status: 'published' };
+    busA.publish('postPublished', next);
+    expect(await nextWithin(laterOnB, 1000)).toEqual(next);
+    expect(await nextWithin(laterOnA, 1000)).toEqual(next);
+  });
+
+  it('passes an invalidation notice on once however often a copy of it is published again', async () => {
+    const namespace = `portcullis:replay-${randomUUID()}`;
+    const [a, b] = [link(namespace), link(namespace)];
+    const attacker = await eavesdropper(namespace);
+    await Promise.all([ready(a), ready(b)]);
+    const [fanoutA, fanoutB] = [new SignedFanout(a, SECRET), new SignedFanout(b, SECRET)];
+    const heardOnB: string[] = [];
+    fanoutB.subscribe('invalidations', (sender) => heardOnB.push(sender));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(fanoutA.publish('invalidations', 'origin-a')).toBe(true);
+    await expect.poll(() => heardOnB, { timeout: 1000, interval: 20 }).toEqual(['origin-a']);
+    await expect.poll(() => attacker.recorded.length, { timeout: 1000, interval: 20 }).toBe(1);
+    for (let copy = 0; copy < 3; copy++) await attacker.publish(attacker.recorded[0]!.channel, attacker.recorded[0]!.message);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(heardOnB).toEqual(['origin-a']);
   });
 });
