@@ -1,5 +1,6 @@
-import type { Kysely, Selectable } from 'kysely';
+import { sql, type Kysely, type Selectable } from 'kysely';
 import type { Database, DeviceCodesTable } from './schema.js';
+import { isSqlite } from './write-transaction.js';
 
 export type DeviceCodeRow = Selectable<DeviceCodesTable>;
 
@@ -7,16 +8,35 @@ export async function insertDeviceCode(db: Kysely<Database>, row: DeviceCodeRow)
   await db.insertInto('deviceCodes').values(row).execute();
 }
 
-/** How many of the registration's device codes still wait for their user (pending, not expired). */
-export async function countPendingDeviceCodes(db: Kysely<Database>, clientRegistrationId: string, now: string): Promise<number> {
-  const row = await db
+/**
+ * How many of the registration's device codes still wait for their user (pending, not expired): all of
+ * them, or with `addressKey` those that address asked for.
+ */
+export async function countPendingDeviceCodes(db: Kysely<Database>, clientRegistrationId: string, now: string, addressKey?: string): Promise<number> {
+  let query = db
     .selectFrom('deviceCodes')
     .select((eb) => eb.fn.countAll<string | number>().as('pending'))
     .where('clientRegistrationId', '=', clientRegistrationId)
     .where('status', '=', 'pending')
-    .where('expiresAt', '>', now)
-    .executeTakeFirstOrThrow();
+    .where('expiresAt', '>', now);
+  if (addressKey !== undefined) query = query.where('addressKey', '=', addressKey);
+  const row = await query.executeTakeFirstOrThrow();
   return Number(row.pending);
+}
+
+/** The first key of the registration's advisory lock (the second is a hash of its id): "devc". */
+const PENDING_DEVICE_CODES_LOCK = 0x64657663;
+
+/**
+ * Orders the transactions that count a registration's waiting device codes and then add one, so that two
+ * of them cannot both count the same codes and both add theirs. On PostgreSQL an advisory lock held to the
+ * end of the transaction, keyed by the registration (two registrations whose ids hash alike merely wait for
+ * each other): a row lock on the registration would also wait for its grants in progress, which hold it
+ * shared (grant-store.ts). Each later statement of the transaction sees what the previous holder committed. On SQLite the write transaction already excludes every other writer
+ * (write-transaction.ts), so there is nothing to take.
+ */
+export async function lockPendingDeviceCodes(db: Kysely<Database>, clientRegistrationId: string): Promise<void> {
+  if (!isSqlite(db)) await sql`select pg_advisory_xact_lock(${PENDING_DEVICE_CODES_LOCK}, hashtext(${clientRegistrationId}))`.execute(db);
 }
 
 export async function findDeviceCode(db: Kysely<Database>, deviceCodeHash: string): Promise<DeviceCodeRow | null> {

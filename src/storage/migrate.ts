@@ -16,6 +16,7 @@ import { auditTraceId } from './migrations/013-audit-trace-id.js';
 import { clientRateLimit } from './migrations/014-client-rate-limit.js';
 import { signingKeySchedule } from './migrations/015-signing-key-schedule.js';
 import { auditKeyRewrap } from './migrations/016-audit-key-rewrap.js';
+import { deviceCodeAddress } from './migrations/017-device-code-address.js';
 
 /** The ordered migration set. Names sort in application order; never rename or edit a shipped one. */
 function migrationsFor(db: Db): Record<string, Migration> {
@@ -36,6 +37,7 @@ function migrationsFor(db: Db): Record<string, Migration> {
     '014-client-rate-limit': clientRateLimit,
     '015-signing-key-schedule': signingKeySchedule,
     '016-audit-key-rewrap': auditKeyRewrap(db.dialect),
+    '017-device-code-address': deviceCodeAddress,
   };
 }
 

@@ -198,6 +198,8 @@ export interface DeviceCodesTable {
   grantId: string;
   clientId: string;
   clientRegistrationId: string;
+  /** The budget key of the address that asked (limits/address-key.ts); null for codes issued before it was kept. */
+  addressKey: string | null;
   scopes: string;
   /** pending, approved, denied, redeemed. */
   status: string;

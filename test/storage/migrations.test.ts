@@ -4,6 +4,7 @@ import { insertUser, findUserById } from '../../src/storage/users.js';
 import { newId, nowIso } from '../../src/storage/ids.js';
 import { migrateTo, migrateToLatest, UnknownMigrationsError } from '../../src/storage/migrate.js';
 import { findClientByClientId } from '../../src/storage/clients.js';
+import { countPendingDeviceCodes, insertDeviceCode } from '../../src/storage/device-codes.js';
 import { sql, type Kysely } from 'kysely';
 
 describe.each(DATABASE_KINDS)('storage on %s', (kind) => {
@@ -123,6 +124,28 @@ describe.each(DATABASE_KINDS)('storage on %s', (kind) => {
       expect(await t.db.kysely.selectFrom('auditKeys').selectAll().execute()).toEqual([
         { kid: 'k1', publicJwk: '{"kty":"EC"}', privateJwkEncrypted: 'v1.new', createdAt: '2024-01-01T00:00:00.000Z' },
       ]);
+    } finally {
+      await t.drop();
+    }
+  });
+
+  it('keeps the device codes waiting through migration 017: they count against their client, against no address', async () => {
+    const t = await createTestDatabase(kind, { migrate: false });
+    try {
+      await migrateTo(t.db, '016-audit-key-rewrap');
+      const legacy = t.db.kysely as unknown as Kysely<Record<string, Record<string, unknown>>>;
+      const row = {
+        deviceCodeHash: 'd1', userCode: 'BCDFGHJK', grantId: 'g1', clientId: 'tv', clientRegistrationId: 'r1', scopes: 'read:posts', status: 'pending',
+        userId: null, authTime: null, intervalSeconds: 5, lastPolledAt: null, createdAt: '2024-01-01T00:00:00.000Z', expiresAt: '2024-01-01T00:10:00.000Z',
+      };
+      await legacy.insertInto('deviceCodes').values(row).execute();
+      await migrateToLatest(t.db);
+      expect(await t.db.kysely.selectFrom('deviceCodes').selectAll().execute()).toEqual([{ ...row, addressKey: null }]);
+      await insertDeviceCode(t.db.kysely, { ...row, deviceCodeHash: 'd2', userCode: 'LMNPQRST', grantId: 'g2', addressKey: '192.0.2.1' });
+      const now = '2024-01-01T00:05:00.000Z';
+      expect(await countPendingDeviceCodes(t.db.kysely, 'r1', now)).toBe(2);
+      expect(await countPendingDeviceCodes(t.db.kysely, 'r1', now, '192.0.2.1')).toBe(1);
+      expect(await countPendingDeviceCodes(t.db.kysely, 'r1', now, '192.0.2.2')).toBe(0);
     } finally {
       await t.drop();
     }

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_PENDING_DEVICE_CODES } from '../../../src/oauth/device/device-authorization.js';
+import { MAX_PENDING_DEVICE_CODES, MAX_PENDING_DEVICE_CODES_PER_ADDRESS as PER_ADDRESS } from '../../../src/oauth/device/device-authorization.js';
 import type { UserRecord } from '../../../src/storage/users.js';
 import { DATABASE_KINDS } from '../../helpers/databases.js';
 import { createClient, type TestClient } from '../fixtures.js';
@@ -177,6 +177,99 @@ describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (ki
     expect(await count()).toBe(before);
     // Another client's users are not affected.
     expect((await ask(tv)).statusCode).toBe(200);
+  });
+
+  describe('codes waiting per address', () => {
+    /** A public device client of its own, so that the codes other tests start do not count. */
+    const deviceClient = () =>
+      createClient(app.db, { name: 'Living-room TV', type: 'public', secretHash: null, grantTypes: [DEVICE_GRANT], scopes: ['read:posts'], role: null });
+    const ask = (client: TestClient, remoteAddress: string) =>
+      app.oauth.app.inject({ method: 'POST', url: '/oauth/device_authorization', remoteAddress, headers: FORM, payload: form({ client_id: client.client.clientId, scope: 'read:posts' }) });
+    const started = async (client: TestClient, remoteAddress: string) => {
+      const reply = await ask(client, remoteAddress);
+      expect(reply.statusCode, reply.body).toBe(200);
+      return reply.json() as { device_code: string; user_code: string };
+    };
+    const rowsOf = async (client: TestClient) =>
+      Number((await app.db.kysely.selectFrom('deviceCodes').select((eb) => eb.fn.countAll<number>().as('n')).where('clientRegistrationId', '=', client.client.id).executeTakeFirstOrThrow()).n);
+    const ADDRESS_FULL = 'Too many device codes of this client requested from this address are waiting for their users; retry in a minute.';
+    const CLIENT_FULL = 'Too many device codes of this client are waiting for their users; retry in a minute.';
+    const expectRefused = (reply: Awaited<ReturnType<typeof ask>>, description: string) => {
+      expectTokenError(reply, 429, 'temporarily_unavailable', description);
+      expect(reply.headers['retry-after']).toBe('60');
+    };
+
+    it(`keeps at most ${PER_ADDRESS} codes of one client waiting per address (an IPv6 /64 is one): then 429, nothing written`, async () => {
+      const tv = await deviceClient();
+      // Every host of one /64 draws on the same share, as on the address's request budget.
+      for (let i = 1; i <= PER_ADDRESS; i++) await started(tv, `2001:db8:7:1::${i.toString(16)}`);
+      const keys = await app.db.kysely.selectFrom('deviceCodes').select('addressKey').distinct().where('clientRegistrationId', '=', tv.client.id).execute();
+      expect(keys).toEqual([{ addressKey: '2001:db8:7:1::/64' }]);
+      expectRefused(await ask(tv, '2001:db8:7:1:ffff:ffff:ffff:ffff'), ADDRESS_FULL);
+      expect(await rowsOf(tv)).toBe(PER_ADDRESS);
+      // Other addresses, and the same address for another client, are not affected.
+      await started(tv, '2001:db8:7:2::1');
+      await started(tv, '192.0.2.40');
+      await started(await deviceClient(), '2001:db8:7:1::1');
+      expectRefused(await ask(tv, '2001:db8:7:1::1'), ADDRESS_FULL);
+    });
+
+    it('frees an address\'s share as its codes are answered or expire', async () => {
+      const tv = await deviceClient();
+      const address = '198.51.100.7';
+      const codes = [];
+      for (let i = 0; i < PER_ADDRESS; i++) codes.push(await started(tv, address));
+      expectRefused(await ask(tv, address), ADDRESS_FULL);
+      // Approved and redeemed: the device has its tokens, the code no longer waits.
+      const approved = await answer(codes[0]!.user_code, 'allow', ['read:posts']);
+      expect(pageHeading(approved.body)).toBe('Device connected');
+      expectTokens(await poll(codes[0]!.device_code, tv), { scope: 'read:posts', refreshToken: false, idToken: false });
+      await started(tv, address);
+      expectRefused(await ask(tv, address), ADDRESS_FULL);
+      // Denied by the user.
+      expect(pageHeading((await answer(codes[1]!.user_code, 'deny', ['read:posts'])).body)).toBe('Device not connected');
+      await started(tv, address);
+      expectRefused(await ask(tv, address), ADDRESS_FULL);
+      // Expired, never answered (the server's clock moves past it).
+      await app.db.kysely.updateTable('deviceCodes').set({ expiresAt: new Date(Date.now() - 1000).toISOString() }).where('userCode', '=', codes[2]!.user_code.replace('-', '')).execute();
+      await started(tv, address);
+      expectRefused(await ask(tv, address), ADDRESS_FULL);
+    });
+
+    it('holds the per-address share against parallel requests: exactly that many are started', async () => {
+      const tv = await deviceClient();
+      const replies = await Promise.all(Array.from({ length: PER_ADDRESS + 10 }, () => ask(tv, '203.0.113.9')));
+      expect(replies.map((reply) => reply.statusCode).sort()).toEqual([...Array<number>(PER_ADDRESS).fill(200), ...Array<number>(10).fill(429)]);
+      for (const reply of replies.filter((r) => r.statusCode === 429)) expectRefused(reply, ADDRESS_FULL);
+      expect(await rowsOf(tv)).toBe(PER_ADDRESS);
+    });
+
+    it(`still holds the client's ${MAX_PENDING_DEVICE_CODES} against many addresses asking at once`, async () => {
+      const tv = await deviceClient();
+      const now = Date.now();
+      // What 500 /64s could leave behind, each within its share: all but five of the client's codes.
+      const rows = Array.from({ length: MAX_PENDING_DEVICE_CODES - 5 }, (_, i) => ({
+        deviceCodeHash: `many-${tv.client.id}-${i}`,
+        userCode: `W${i.toString().padStart(7, '0')}`,
+        grantId: `many-grant-${tv.client.id}-${i}`,
+        clientId: tv.client.clientId,
+        clientRegistrationId: tv.client.id,
+        addressKey: `2001:db8:${(i % 500).toString(16)}:0::/64`,
+        scopes: 'read:posts',
+        status: 'pending',
+        userId: null,
+        authTime: null,
+        intervalSeconds: 5,
+        lastPolledAt: null,
+        createdAt: new Date(now).toISOString(),
+        expiresAt: new Date(now + 600_000).toISOString(),
+      }));
+      for (let i = 0; i < rows.length; i += 500) await app.db.kysely.insertInto('deviceCodes').values(rows.slice(i, i + 500)).execute();
+      const replies = await Promise.all(Array.from({ length: 12 }, (_, i) => ask(tv, `192.0.2.${100 + i}`)));
+      expect(replies.map((reply) => reply.statusCode).sort()).toEqual([...Array<number>(5).fill(200), ...Array<number>(7).fill(429)]);
+      for (const reply of replies.filter((r) => r.statusCode === 429)) expectRefused(reply, CLIENT_FULL);
+      expect(await rowsOf(tv)).toBe(MAX_PENDING_DEVICE_CODES);
+    });
   });
 
   it('throttles user-code guessing per address: after 30 wrong codes even a right one is refused with 429', async () => {
