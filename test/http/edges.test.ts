@@ -85,6 +85,17 @@ describe('HTTP edges on a real socket', () => {
     expect(res.elapsedMs).toBeLessThan(4000);
   });
 
+  it('refuses a request whose body has not arrived with one answer and closes, never a 408 after it', async () => {
+    const res = await exchange(port, ['POST /v1/posts HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"ti']);
+    // One response: a second one (the 408 once REQUEST_TIMEOUT_SECONDS passed) would follow this body.
+    expect({ status: res.status, connection: res.headers.connection, body: JSON.parse(res.body) }).toEqual({
+      status: 401,
+      connection: 'close',
+      body: { error: { code: 'UNAUTHENTICATED', message: expect.any(String) } },
+    });
+    expect(res.elapsedMs).toBeLessThan(1000);
+  });
+
   it('answers headers that never finish with 408 as well', async () => {
     const res = await exchange(port, ['GET /v1/rest HTTP/1.1\r\nHost: localhost\r\nX-Slow: a']);
     expect(res.status).toBe(408);
