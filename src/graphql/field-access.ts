@@ -6,12 +6,15 @@ import { authorizeOperation, checkResource } from '../pipeline/stages.js';
 import { evaluateRule, type ResourceRow } from '../policy/resource-rule.js';
 import type { GraphqlContext } from './context.js';
 import type { GraphqlExchange } from './graphql-exchange.js';
+import { validateArguments } from './input-validation.js';
 
 /**
- * A root field's decision, through the pipeline's own stages: scope and role (authorize), then the
- * resource its `id` names, loaded and checked (load-resource). Recorded in the audit log either way.
- * Resolves to the authorized resource (null when the field names none); a refusal rejects with the
- * registry's ApiError, which the field answers as its error (NOT_FOUND exactly as for a missing object).
+ * A root field's decision, through the pipeline's own stages in REST's order: scope and role (authorize),
+ * its arguments (validate: no NUL or unpaired surrogate in any string, each ID the contract's `Id`, so that
+ * nothing malformed reaches the database), then the resource its `id` names, loaded and checked
+ * (load-resource). Recorded in the audit log either way. Resolves to the authorized resource (null when the
+ * field names none); a refusal rejects with the registry's ApiError, which the field answers as its error
+ * (VALIDATION_FAILED as REST answers a malformed id; NOT_FOUND exactly as for a missing object).
  */
 export async function decideRootField(ctx: GraphqlContext, field: string, args: Readonly<Record<string, unknown>>): Promise<ResourceRow | null> {
   const access = ctx.deps.rootFields.get(field);
@@ -29,6 +32,7 @@ export async function decideRootField(ctx: GraphqlContext, field: string, args: 
   };
   try {
     authorizeOperation(ex, ctx.deps);
+    validateArguments(args);
     await checkResource(ex, ctx.deps);
     return ex.resource;
   } finally {

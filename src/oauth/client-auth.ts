@@ -1,4 +1,5 @@
 import { UTF8 } from '../http/body-encoding.js';
+import { containsInvalidText } from '../rest/text-integrity.js';
 import type { ClientRecord, ClientWithSecret } from '../storage/clients.js';
 import { OAuthError } from './oauth-error.js';
 import { digestSecret, secretMatches } from './secrets.js';
@@ -97,12 +98,19 @@ function parseBasicCredentials(header: string): { clientId: string; secret: stri
   return { clientId, secret };
 }
 
+/**
+ * One part, percent-decoded; null when it is malformed. decodeURIComponent refuses percent-encoded bytes that
+ * are not UTF-8, but not a NUL, which is no client_id or secret this server issues and which PostgreSQL text
+ * refuses: a client_id with one would fail the lookup as the server's fault.
+ */
 function decodeFormComponent(value: string): string | null {
+  let decoded: string;
   try {
-    return decodeURIComponent(value.replace(/\+/g, ' '));
+    decoded = decodeURIComponent(value.replace(/\+/g, ' '));
   } catch {
     return null;
   }
+  return containsInvalidText(decoded) ? null : decoded;
 }
 
 /** RFC 6749 §5.2 invalid_client: 401 with the Basic challenge. */

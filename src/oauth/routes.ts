@@ -23,7 +23,7 @@ import { SignInSessions } from './browser/sign-in-sessions.js';
 import { registerAuthorizeEndpoint } from './endpoints/authorize.js';
 import { registerConsentPage } from './endpoints/consent.js';
 import { registerLoginPage } from './endpoints/login.js';
-import { sendPage } from './endpoints/page-reply.js';
+import { parseParams, sendPage } from './endpoints/page-reply.js';
 import { registerIntrospectionEndpoint } from './endpoints/introspect.js';
 import { registerDeviceAuthorizationEndpoint } from './endpoints/device-authorization.js';
 import { registerDevicePages } from './endpoints/device-pages.js';
@@ -189,8 +189,8 @@ async function refuseRepeatedFields(request: FastifyRequest): Promise<void> {
 
 /**
  * A form body as RFC 6749 Appendix B defines it: UTF-8 only. Another declared charset is refused (415), and
- * so is any byte sequence, raw or percent-encoded, that is not UTF-8 (400): URLSearchParams would turn it
- * into replacement characters and the request would go on with a credential other than the one sent.
+ * so is any byte sequence, raw or percent-encoded, that is not UTF-8, and a NUL (400; parseParams in
+ * page-reply.ts says why): the request would go on with a credential other than the one sent.
  */
 function parseForm(contentType: string | undefined, body: Buffer): URLSearchParams {
   const charset = contentType === undefined ? null : foreignCharset(mediaTypeParameters(contentType));
@@ -203,9 +203,5 @@ function parseForm(contentType: string | undefined, body: Buffer): URLSearchPara
   } catch {
     throw new OAuthError('invalid_request', 'The form is not valid UTF-8.');
   }
-  const form = new URLSearchParams(text);
-  for (const [name, value] of form) {
-    if (name.includes('\uFFFD') || value.includes('\uFFFD')) throw new OAuthError('invalid_request', 'The form is not valid UTF-8 once percent-decoded.');
-  }
-  return form;
+  return parseParams(text, 'form');
 }

@@ -3,8 +3,14 @@ import { ApiError } from '../errors/registry.js';
 import type { RestExchange } from './rest-exchange.js';
 
 // NUL cannot be stored in PostgreSQL text, and an unpaired surrogate is not Unicode text at all: both would
-// be stored as something other than what was sent, so they are refused rather than altered.
+// be stored as something other than what was sent, so they are refused rather than altered. GraphQL
+// arguments and OAuth parameters are held to the same rule.
 const INVALID_TEXT = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/** Whether one string has a NUL character or an unpaired surrogate in it. */
+export function containsInvalidText(value: string): boolean {
+  return INVALID_TEXT.test(value);
+}
 
 /**
  * Where the first invalid string or key is: [] for `value` itself, else the keys leading to it, innermost
@@ -25,16 +31,24 @@ function findInvalid(value: unknown, depth = 0): string[] | null {
   return null;
 }
 
-function pointer(base: string, keys: string[] | null): string | null {
+/**
+ * The JSON pointer, under `base`, of the first string or key in `value` that has a NUL character or an
+ * unpaired surrogate in it; null when every string and key is valid text.
+ */
+export function findInvalidText(value: unknown, base: string): string | null {
+  const keys = findInvalid(value);
   return keys === null ? null : base + keys.reverse().map((key) => `/${pointerToken(key)}`).join('');
+}
+
+/** The refusal of text that is not valid Unicode at `path`: the same code, message and detail from every API. */
+export function invalidTextError(path: string): ApiError {
+  return new ApiError('VALIDATION_FAILED', 'The request contains text that is not valid Unicode.', {
+    details: [{ path, message: 'contains a NUL character or an unpaired surrogate' }],
+  });
 }
 
 /** Refuses strings with NUL or unpaired surrogates anywhere in the query, path or body. */
 export function rejectInvalidText(ex: RestExchange): void {
-  const path = pointer('/query', findInvalid(ex.query)) ?? pointer('/path', findInvalid(ex.params)) ?? pointer('/body', findInvalid(ex.body));
-  if (path !== null) {
-    throw new ApiError('VALIDATION_FAILED', 'The request contains text that is not valid Unicode.', {
-      details: [{ path, message: 'contains a NUL character or an unpaired surrogate' }],
-    });
-  }
+  const path = findInvalidText(ex.query, '/query') ?? findInvalidText(ex.params, '/path') ?? findInvalidText(ex.body, '/body');
+  if (path !== null) throw invalidTextError(path);
 }

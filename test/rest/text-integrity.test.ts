@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../src/errors/registry.js';
 import type { RestExchange } from '../../src/rest/rest-exchange.js';
-import { rejectInvalidText } from '../../src/rest/text-integrity.js';
+import { containsInvalidText, findInvalidText, invalidTextError, rejectInvalidText } from '../../src/rest/text-integrity.js';
 
 function refusal(parts: { query?: unknown; params?: unknown; body?: unknown }): unknown {
   try {
@@ -43,5 +43,24 @@ describe('rejectInvalidText: NUL and unpaired surrogates anywhere in the request
     // One pass over 61 values; a search repeated at each level on the way back would take 2^30 steps and
     // never finish.
     expect(refusal({ body })).toEqual([{ path: `/body${'/b'.repeat(30)}`, message: 'contains a NUL character or an unpaired surrogate' }]);
+  });
+});
+
+describe('the same rule for the other interfaces (GraphQL arguments, OAuth parameters)', () => {
+  it('tells whether one string has a NUL or an unpaired surrogate', () => {
+    expect(['a\u0000', '\ud800', 'x\udc00', '\udc00\ud800'].map(containsInvalidText)).toEqual([true, true, true, true]);
+    expect(['', 'caf\u00e9', '\ud83d\ude00', '\ufffd'].map(containsInvalidText)).toEqual([false, false, false, false]);
+  });
+
+  it('points into any value under the base it is given, and gives REST\'s refusal for that pointer', () => {
+    expect(findInvalidText({ id: 'ok', input: { title: 'x\u0000' } }, '')).toBe('/input/title');
+    expect(findInvalidText({ id: 'ok', input: { title: 'x' } }, '')).toBeNull();
+    const error = invalidTextError('/input/title');
+    expect({ code: error.code, status: error.status, message: error.message, details: error.details }).toEqual({
+      code: 'VALIDATION_FAILED',
+      status: 400,
+      message: 'The request contains text that is not valid Unicode.',
+      details: [{ path: '/input/title', message: 'contains a NUL character or an unpaired surrogate' }],
+    });
   });
 });

@@ -1,4 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { containsInvalidText } from '../../rest/text-integrity.js';
+import { OAuthError } from '../oauth-error.js';
 import { errorPage } from '../pages/error-page.js';
 import type { Page } from '../pages/html.js';
 
@@ -37,7 +39,23 @@ export function repeatAsGet(reply: FastifyReply, path: string, params: URLSearch
 export function requestParams(request: FastifyRequest): URLSearchParams {
   if (request.method === 'POST') return request.body instanceof URLSearchParams ? request.body : new URLSearchParams();
   const query = request.url.indexOf('?');
-  return new URLSearchParams(query < 0 ? '' : request.url.slice(query + 1));
+  return parseParams(query < 0 ? '' : request.url.slice(query + 1), 'query');
+}
+
+/**
+ * Form-encoded parameters (RFC 6749 Appendix B), a form body's or a query's: every form and query parameter
+ * the authorization server reads comes through here. URLSearchParams turns percent-encoded bytes that are not
+ * UTF-8 into replacement characters, and hands on a NUL, which PostgreSQL text refuses: the request would go
+ * on with a parameter other than the one sent, or fail as the server's fault. Either is refused as malformed
+ * (`invalid_request`; the pages answer it with the 400 error page, never a redirect).
+ */
+export function parseParams(text: string, source: 'form' | 'query'): URLSearchParams {
+  const params = new URLSearchParams(text);
+  for (const [name, value] of params) {
+    if (name.includes('\uFFFD') || value.includes('\uFFFD')) throw new OAuthError('invalid_request', `The ${source} is not valid UTF-8 once percent-decoded.`);
+    if (containsInvalidText(name) || containsInvalidText(value)) throw new OAuthError('invalid_request', `The ${source} contains a NUL character or an unpaired surrogate.`);
+  }
+  return params;
 }
 
 /** One parameter's value, or undefined when it is absent, empty or repeated. */
