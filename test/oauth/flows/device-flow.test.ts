@@ -15,6 +15,28 @@ function shownUserCode(html: string): string | null {
 }
 
 describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (kind) => {
+  /** Waiting codes of `client` stored directly, 500 rows a statement (what many requests would leave behind). */
+  async function insertWaitingCodes(client: TestClient, codes: { key: string; userCode: string; expiresAt: number; addressKey?: string }[]): Promise<void> {
+    const createdAt = new Date().toISOString();
+    const rows = codes.map(({ key, userCode, expiresAt, addressKey = null }) => ({
+      deviceCodeHash: key,
+      userCode,
+      grantId: `${key}-grant`,
+      clientId: client.client.clientId,
+      clientRegistrationId: client.client.id,
+      addressKey,
+      scopes: 'read:posts',
+      status: 'pending',
+      userId: null,
+      authTime: null,
+      intervalSeconds: 5,
+      lastPolledAt: null,
+      createdAt,
+      expiresAt: new Date(expiresAt).toISOString(),
+    }));
+    for (let i = 0; i < rows.length; i += 500) await app.db.kysely.insertInto('deviceCodes').values(rows.slice(i, i + 500)).execute();
+  }
+
   let app: FlowApp;
   let tv: TestClient;
   let user: UserRecord;
@@ -148,24 +170,11 @@ describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (ki
   it(`keeps at most ${MAX_PENDING_DEVICE_CODES} codes of one client waiting, whoever asks: then 429, nothing written`, async () => {
     const crowded = await createClient(app.db, { name: 'Crowded TV', type: 'public', secretHash: null, grantTypes: [DEVICE_GRANT], scopes: ['read:posts'], role: null });
     const now = Date.now();
-    const row = (i: number, expiresAt: number) => ({
-      deviceCodeHash: `crowded-${i}`,
-      userCode: `Z${i.toString().padStart(7, '0')}`,
-      grantId: `crowded-grant-${i}`,
-      clientId: crowded.client.clientId,
-      clientRegistrationId: crowded.client.id,
-      scopes: 'read:posts',
-      status: 'pending',
-      userId: null,
-      authTime: null,
-      intervalSeconds: 5,
-      lastPolledAt: null,
-      createdAt: new Date(now).toISOString(),
-      expiresAt: new Date(expiresAt).toISOString(),
-    });
     // Expired codes do not count; live ones up to one short of the cap.
-    const rows = [...Array.from({ length: 50 }, (_, i) => row(i, now - 1000)), ...Array.from({ length: MAX_PENDING_DEVICE_CODES - 1 }, (_, i) => row(50 + i, now + 600_000))];
-    for (let i = 0; i < rows.length; i += 500) await app.db.kysely.insertInto('deviceCodes').values(rows.slice(i, i + 500)).execute();
+    await insertWaitingCodes(crowded, [
+      ...Array.from({ length: 50 }, (_, i) => ({ key: `crowded-${i}`, userCode: `Z${i.toString().padStart(7, '0')}`, expiresAt: now - 1000 })),
+      ...Array.from({ length: MAX_PENDING_DEVICE_CODES - 1 }, (_, i) => ({ key: `crowded-${50 + i}`, userCode: `Z${(50 + i).toString().padStart(7, '0')}`, expiresAt: now + 600_000 })),
+    ]);
     const ask = (client: TestClient) =>
       app.oauth.app.inject({ method: 'POST', url: '/oauth/device_authorization', headers: FORM, payload: form({ client_id: client.client.clientId, scope: 'read:posts' }) });
     expect((await ask(crowded)).statusCode).toBe(200);
@@ -248,23 +257,15 @@ describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (ki
       const tv = await deviceClient();
       const now = Date.now();
       // What 500 /64s could leave behind, each within its share: all but five of the client's codes.
-      const rows = Array.from({ length: MAX_PENDING_DEVICE_CODES - 5 }, (_, i) => ({
-        deviceCodeHash: `many-${tv.client.id}-${i}`,
-        userCode: `W${i.toString().padStart(7, '0')}`,
-        grantId: `many-grant-${tv.client.id}-${i}`,
-        clientId: tv.client.clientId,
-        clientRegistrationId: tv.client.id,
-        addressKey: `2001:db8:${(i % 500).toString(16)}:0::/64`,
-        scopes: 'read:posts',
-        status: 'pending',
-        userId: null,
-        authTime: null,
-        intervalSeconds: 5,
-        lastPolledAt: null,
-        createdAt: new Date(now).toISOString(),
-        expiresAt: new Date(now + 600_000).toISOString(),
-      }));
-      for (let i = 0; i < rows.length; i += 500) await app.db.kysely.insertInto('deviceCodes').values(rows.slice(i, i + 500)).execute();
+      await insertWaitingCodes(
+        tv,
+        Array.from({ length: MAX_PENDING_DEVICE_CODES - 5 }, (_, i) => ({
+          key: `many-${tv.client.id}-${i}`,
+          userCode: `W${i.toString().padStart(7, '0')}`,
+          expiresAt: now + 600_000,
+          addressKey: `2001:db8:${(i % 500).toString(16)}:0::/64`,
+        })),
+      );
       const replies = await Promise.all(Array.from({ length: 12 }, (_, i) => ask(tv, `192.0.2.${100 + i}`)));
       expect(replies.map((reply) => reply.statusCode).sort()).toEqual([...Array<number>(5).fill(200), ...Array<number>(7).fill(429)]);
       for (const reply of replies.filter((r) => r.statusCode === 429)) expectRefused(reply, CLIENT_FULL);
