@@ -323,8 +323,8 @@ describe('a subscription weighs its cost for every event it delivers, against a 
     t = await startTestApp('sqlite', { RATE_LIMIT_MAX: '20', RATE_LIMIT_ANONYMOUS_MAX: '1000000', RATE_LIMIT_ADDRESS_MAX: '1000000' });
     const address = await t.app.fastify.listen({ host: '127.0.0.1', port: 0 });
     const reader = await t.createUser('member');
-    const results: unknown[] = [];
-    let completed = false;
+    const results: unknown[][] = [[], []];
+    const completed = [false, false];
     client = createClient({
       url: `${address.replace('http', 'ws')}/graphql`,
       webSocketImpl: WebSocket,
@@ -333,26 +333,32 @@ describe('a subscription weighs its cost for every event it delivers, against a 
       retryAttempts: 0,
       onNonLazyError: () => {},
     });
-    client.subscribe(
-      { query: 'subscription { postPublished { id title status } }' },
-      { next: (result) => results.push(result), error: (error) => results.push({ ended: error }), complete: () => (completed = true) },
-    );
+    // Two subscriptions: they share the caller's budget of events, so a second one buys no more.
+    for (const i of [0, 1]) {
+      client.subscribe(
+        { query: 'subscription { postPublished { id title status } }' },
+        { next: (result) => results[i]!.push(result), error: (error) => results[i]!.push({ ended: error }), complete: () => (completed[i] = true) },
+      );
+    }
     await new Promise((resolve) => setTimeout(resolve, 300));
     const now = new Date().toISOString();
     // Events published by someone else (straight onto this instance's bus).
-    for (let i = 0; i < 20 && !completed; i++) {
+    for (let i = 0; i < 20 && !completed.every(Boolean); i++) {
       t.app.events.publish('postPublished', { id: `p${i}`, authorId: reader.id, title: `t${i}`, body: 'b', status: 'published', createdAt: now, updatedAt: now });
       await new Promise((resolve) => setTimeout(resolve, 30));
     }
-    await expect.poll(() => completed, { timeout: 2000, interval: 20 }).toBe(true);
-    // The subscription's own budget is the caller's size, 20 points a window: 4 per event (1 + its three
-    // fields), so five events.
-    const delivered = results.slice(0, -1);
-    expect(delivered).toEqual([0, 1, 2, 3, 4].map((i) => ({ data: { postPublished: { id: `p${i}`, title: `t${i}`, status: 'published' } } })));
-    expect(results.at(-1)).toEqual({ errors: [{ message: expect.stringMatching(/^Too many requests; retry in \d+ s\.$/), extensions: { code: 'RATE_LIMITED' } }] });
+    await expect.poll(() => completed.every(Boolean), { timeout: 2000, interval: 20 }).toBe(true);
+    // The subscriptions' budget of events is the caller's size, 20 points a window: 4 per event delivered
+    // (1 + its three fields), so five deliveries between the two (each event goes to both).
+    const delivered = results.flatMap((one) => one.slice(0, -1));
+    expect(delivered).toHaveLength(5);
+    expect(delivered.every((result) => (result as { data?: unknown }).data !== undefined)).toBe(true);
+    for (const one of results) {
+      expect(one.at(-1)).toEqual({ errors: [{ message: expect.stringMatching(/^Too many requests; retry in \d+ s\.$/), extensions: { code: 'RATE_LIMITED' } }] });
+    }
     // The caller's budgets (its own and its client's, which the client's other users share) paid 1 for the
-    // connection and 4 for the subscription, nothing for the events: this request leaves 14 of 20.
+    // connection and 4 for each subscription, nothing for the events: this request leaves 10 of 20.
     const res = await fetch(`${address}/v1/users/${reader.id}`, { headers: { authorization: `Bearer ${await reader.token()}` } });
-    expect({ status: res.status, ratelimit: res.headers.get('ratelimit') }).toEqual({ status: 200, ratelimit: expect.stringMatching(/^"client";r=14;t=\d+$/) });
+    expect({ status: res.status, ratelimit: res.headers.get('ratelimit') }).toEqual({ status: 200, ratelimit: expect.stringMatching(/^"client";r=10;t=\d+$/) });
   });
 });

@@ -76,6 +76,8 @@ export interface SubscriptionServerOptions {
 export function subscriptionHandler(options: SubscriptionServerOptions) {
   const { schema, deps } = options;
   const connections = new Map<WebSocket, Connection>();
+  // What the events of each subscriber's subscriptions have spent this window (see `subscribe`).
+  const eventBudgets = new WindowCounters(deps.limiter.client.windowSeconds * 1000);
   const connectionOf = new WeakMap<GraphqlContext, Connection>();
   /** A subscription's cost, by the context it began with: every event it delivers weighs it again. */
   const costOf = new WeakMap<GraphqlContext, number>();
@@ -199,10 +201,14 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
         // Each event runs the whole document again, so it weighs the subscription's cost. Events happen
         // when others publish, so they are not charged to the caller's budgets: those pay for the caller's
         // own requests and, for the client's, its other users' too, and a publisher could spend them all.
-        // Each subscription has a budget of its own instead, as large as the caller's (the smallest it
-        // draws on) per window; a subscription whose events have spent it ends with RATE_LIMITED.
+        // The caller's subscriptions share a budget of events of their own instead, as large as the
+        // caller's (the smallest it draws on) per window, so that opening more subscriptions does not buy
+        // more events; a subscription whose event finds it spent ends with RATE_LIMITED. Counted in this
+        // process: a subscription's events are executed in the process that holds its socket.
         const cost = costOf.get(args.contextValue as GraphqlContext) ?? 1;
-        const charge = eventBudget(largestCharge(connection.exchange, deps), deps.limiter.client.windowSeconds, cost);
+        const principal = connection.exchange.principal;
+        const subscriber = principal.kind === 'user' ? `user:${principal.subject}` : principal.kind === 'client' ? `client:${principal.clientId}` : '';
+        const charge = eventBudget(eventBudgets, subscriber, largestCharge(connection.exchange, deps), cost);
         const result = await subscribeEvents(args, () => contextOf(connection), charge, (stream) => connection.streams.delete(stream));
         if (!(Symbol.asyncIterator in result)) return result;
         // A socket closed meanwhile has nobody to deliver to.
@@ -238,13 +244,13 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
 }
 
 /**
- * A subscription's own budget: `points` per window of `windowSeconds`, each event weighing `cost`; throws
- * RATE_LIMITED, as the caller's budgets do, for the event that would overspend it.
+ * A subscription's charge for each event: `cost` from the subscriber's event budget of `points` per window
+ * (shared by the subscriber's subscriptions); throws RATE_LIMITED, as the caller's budgets do, for the event
+ * that would overspend it.
  */
-function eventBudget(points: number, windowSeconds: number, cost: number): () => void {
-  const window = new WindowCounters(windowSeconds * 1000);
+function eventBudget(budgets: WindowCounters, subscriber: string, points: number, cost: number): () => void {
   return () => {
-    const spent = window.take('', cost);
+    const spent = budgets.take(subscriber, cost);
     if (spent.points > points) {
       const retry = Math.max(1, Math.ceil(spent.msLeft / 1000));
       throw new ApiError('RATE_LIMITED', `Too many requests; retry in ${retry} s.`, { headers: { 'retry-after': String(retry) } });
