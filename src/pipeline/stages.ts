@@ -136,11 +136,12 @@ function charge(ex: Exchange, answer: RateLimitResult | Promise<RateLimitResult>
 
 function admit(ex: Exchange, result: RateLimitResult, report: boolean): void {
   if (report || !result.allowed) ex.rateLimit = result;
-  if (!result.allowed) {
-    throw new ApiError('RATE_LIMITED', `Too many requests; retry in ${result.resetSeconds} s.`, {
-      headers: { 'retry-after': String(result.resetSeconds) },
-    });
-  }
+  if (!result.allowed) throw rateLimited(result.resetSeconds);
+}
+
+/** The refusal of a spent budget, whichever it is: 429 with Retry-After. */
+export function rateLimited(resetSeconds: number): ApiError {
+  return new ApiError('RATE_LIMITED', `Too many requests; retry in ${resetSeconds} s.`, { headers: { 'retry-after': String(resetSeconds) } });
 }
 
 /** The check a coarse refusal came from, by the error it was answered with (anything else: the role). */

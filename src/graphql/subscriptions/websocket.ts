@@ -18,7 +18,7 @@ import { WindowCounters } from '../../limits/rate-limit.js';
 import { authenticate } from '../../pipeline/authenticate.js';
 import { runStages, type Stage } from '../../pipeline/pipeline.js';
 import { recordDecision } from '../../pipeline/record-decision.js';
-import { chargeCaller, largestCharge, limit } from '../../pipeline/stages.js';
+import { chargeCaller, largestCharge, limit, rateLimited } from '../../pipeline/stages.js';
 import { ReadableCounts } from '../../resources/counts.js';
 import { ResourceLoaders } from '../../resources/loaders.js';
 import type { GraphqlContext } from '../context.js';
@@ -251,10 +251,7 @@ export function subscriptionHandler(options: SubscriptionServerOptions) {
 function eventBudget(budgets: WindowCounters, subscriber: string, points: number, cost: number): () => void {
   return () => {
     const spent = budgets.take(subscriber, cost);
-    if (spent.points > points) {
-      const retry = Math.max(1, Math.ceil(spent.msLeft / 1000));
-      throw new ApiError('RATE_LIMITED', `Too many requests; retry in ${retry} s.`, { headers: { 'retry-after': String(retry) } });
-    }
+    if (spent.points > points) throw rateLimited(Math.max(1, Math.ceil(spent.msLeft / 1000)));
   };
 }
 
