@@ -24,16 +24,26 @@ export async function countPendingDeviceCodes(db: Kysely<Database>, clientRegist
   return Number(row.pending);
 }
 
-/** The first key of the registration's advisory lock (the second is a hash of its id): "devc". */
+/** The first keys of the advisory locks (the second is a hash): "deva" for one address's codes, "devc" for the registration's. */
+const ADDRESS_DEVICE_CODES_LOCK = 0x64657661;
 const PENDING_DEVICE_CODES_LOCK = 0x64657663;
 
 /**
- * Orders the transactions that count a registration's waiting device codes and then add one, so that two
- * of them cannot both count the same codes and both add theirs. On PostgreSQL an advisory lock held to the
- * end of the transaction, keyed by the registration (two registrations whose ids hash alike merely wait for
- * each other): a row lock on the registration would also wait for its grants in progress, which hold it
- * shared (grant-store.ts). Each later statement of the transaction sees what the previous holder committed. On SQLite the write transaction already excludes every other writer
+ * Orders the transactions that count one address's waiting device codes of a registration and then add
+ * one, so that two of them cannot both count the same codes and both add theirs. On PostgreSQL an advisory
+ * lock held to the end of the transaction, keyed by the registration and the address (two pairs whose keys
+ * hash alike merely wait for each other); each later statement of the transaction sees what the previous
+ * holder committed. On SQLite the write transaction already excludes every other writer
  * (write-transaction.ts), so there is nothing to take.
+ */
+export async function lockAddressDeviceCodes(db: Kysely<Database>, clientRegistrationId: string, addressKey: string): Promise<void> {
+  if (!isSqlite(db)) await sql`select pg_advisory_xact_lock(${ADDRESS_DEVICE_CODES_LOCK}, hashtext(${`${clientRegistrationId} ${addressKey}`}))`.execute(db);
+}
+
+/**
+ * The same for all of a registration's waiting codes, whichever address asked. Taken after the address's
+ * lock, never before it, so that two transactions cannot each hold the lock the other waits for. A row lock
+ * on the registration would also wait for its grants in progress, which hold it shared (grant-store.ts).
  */
 export async function lockPendingDeviceCodes(db: Kysely<Database>, clientRegistrationId: string): Promise<void> {
   if (!isSqlite(db)) await sql`select pg_advisory_xact_lock(${PENDING_DEVICE_CODES_LOCK}, hashtext(${clientRegistrationId}))`.execute(db);

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { addressKey } from '../../limits/address-key.js';
 import type { ClientRecord } from '../../storage/clients.js';
-import { countPendingDeviceCodes, insertDeviceCode, lockPendingDeviceCodes } from '../../storage/device-codes.js';
+import { countPendingDeviceCodes, insertDeviceCode, lockAddressDeviceCodes, lockPendingDeviceCodes } from '../../storage/device-codes.js';
 import { newId } from '../../storage/ids.js';
 import type { Database } from '../../storage/schema.js';
 import { isUniqueViolation } from '../../storage/unique-violation.js';
@@ -30,6 +30,14 @@ export const MAX_PENDING_DEVICE_CODES = 10_000;
  * expires).
  */
 export const MAX_PENDING_DEVICE_CODES_PER_ADDRESS = 20;
+/**
+ * How near MAX_PENDING_DEVICE_CODES the client's count must come before it is taken again under the
+ * registration's lock. Far from the bound no lock is needed (codes other transactions are adding and have
+ * not committed are missed, and there are only as many of those as the database has connections), and
+ * taking it there made every request for a public client's codes, anonymous ones included, wait for every
+ * other while holding a pooled connection.
+ */
+const CLIENT_LOCK_MARGIN = 1_000;
 
 export interface DeviceAuthorization {
   device_code: string;
@@ -63,25 +71,27 @@ export async function startDeviceAuthorization(
   for (let attempt = 0; attempt < 5; attempt++) {
     const userCode = generateUserCode();
     try {
-      await writeTransaction(db, async (trx) => {
-        await checkRoomForDeviceCode(trx, client.id, requester, createdAt);
-        await insertDeviceCode(trx, {
-          deviceCodeHash: digestSecret(deviceCode),
-          userCode,
-          grantId: newId(),
-          clientId: client.clientId,
-          clientRegistrationId: client.id,
-          addressKey: requester,
-          scopes: scopes.join(' '),
-          status: 'pending',
-          userId: null,
-          authTime: null,
-          intervalSeconds: DEVICE_POLL_INTERVAL_SECONDS,
-          lastPolledAt: null,
-          createdAt,
-          expiresAt: new Date(now + DEVICE_CODE_TTL_SECONDS * 1000).toISOString(),
-        });
-      });
+      await oneAtATime(db, `${client.id} ${requester}`, () =>
+        writeTransaction(db, async (trx) => {
+          await checkRoomForDeviceCode(trx, client.id, requester, createdAt);
+          await insertDeviceCode(trx, {
+            deviceCodeHash: digestSecret(deviceCode),
+            userCode,
+            grantId: newId(),
+            clientId: client.clientId,
+            clientRegistrationId: client.id,
+            addressKey: requester,
+            scopes: scopes.join(' '),
+            status: 'pending',
+            userId: null,
+            authTime: null,
+            intervalSeconds: DEVICE_POLL_INTERVAL_SECONDS,
+            lastPolledAt: null,
+            createdAt,
+            expiresAt: new Date(now + DEVICE_CODE_TTL_SECONDS * 1000).toISOString(),
+          });
+        }),
+      );
     } catch (error) {
       if (isUniqueViolation(error)) continue;
       throw error;
@@ -101,20 +111,50 @@ export async function startDeviceAuthorization(
 
 /**
  * Refuses another code while the requesting address, or the client as a whole, has as many waiting as it
- * may. It counts under the registration's lock, in the transaction that then adds the code, so that
- * parallel requests cannot each count the same codes and together pass either bound. RFC 8628 §3.2 has this
- * endpoint answer errors as the token endpoint does (RFC 6749 §5.2); `slow_down` belongs to the device's
- * polling (§3.5) and has no meaning here, so both bounds answer `temporarily_unavailable`, 429 with
- * Retry-After: a code frees its place once its user answers or it expires.
+ * may. The address's codes are counted under a lock of that address's, in the transaction that then adds
+ * the code, so that parallel requests cannot each count the same codes and together pass the bound; the
+ * client's are counted again under the registration's lock once they come near theirs. Requests from
+ * different addresses therefore wait for each other only when the client is nearly full. RFC 8628 §3.2 has
+ * this endpoint answer errors as the token endpoint does (RFC 6749 §5.2); `slow_down` belongs to the
+ * device's polling (§3.5) and has no meaning here, so both bounds answer `temporarily_unavailable`, 429
+ * with Retry-After: a code frees its place once its user answers or it expires.
  */
 async function checkRoomForDeviceCode(trx: Kysely<Database>, clientRegistrationId: string, requester: string, now: string): Promise<void> {
-  await lockPendingDeviceCodes(trx, clientRegistrationId);
+  await lockAddressDeviceCodes(trx, clientRegistrationId, requester);
   if ((await countPendingDeviceCodes(trx, clientRegistrationId, now, requester)) >= MAX_PENDING_DEVICE_CODES_PER_ADDRESS) {
     throw new OAuthError('temporarily_unavailable', 'Too many device codes of this client requested from this address are waiting for their users; retry in a minute.', 429, {
       'retry-after': '60',
     });
   }
-  if ((await countPendingDeviceCodes(trx, clientRegistrationId, now)) >= MAX_PENDING_DEVICE_CODES) {
+  let pending = await countPendingDeviceCodes(trx, clientRegistrationId, now);
+  if (pending >= MAX_PENDING_DEVICE_CODES - CLIENT_LOCK_MARGIN) {
+    await lockPendingDeviceCodes(trx, clientRegistrationId);
+    pending = await countPendingDeviceCodes(trx, clientRegistrationId, now);
+  }
+  if (pending >= MAX_PENDING_DEVICE_CODES) {
     throw new OAuthError('temporarily_unavailable', 'Too many device codes of this client are waiting for their users; retry in a minute.', 429, { 'retry-after': '60' });
+  }
+}
+
+/**
+ * Requests of one address for one client's codes, in this process and on this database, one at a time: on
+ * PostgreSQL each would otherwise hold a pooled connection while it waits for the address's lock, so one
+ * address sending many at once could take every connection of the pool. What waits here is a callback.
+ */
+const turns = new WeakMap<Kysely<Database>, Map<string, Promise<void>>>();
+
+async function oneAtATime<T>(db: Kysely<Database>, key: string, work: () => Promise<T>): Promise<T> {
+  let ofDb = turns.get(db);
+  if (ofDb === undefined) turns.set(db, (ofDb = new Map()));
+  const mine = (ofDb.get(key) ?? Promise.resolve()).then(work);
+  const done = mine.then(
+    () => undefined,
+    () => undefined,
+  );
+  ofDb.set(key, done);
+  try {
+    return await mine;
+  } finally {
+    if (ofDb.get(key) === done) ofDb.delete(key);
   }
 }

@@ -1,5 +1,9 @@
+import { sql, type Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { addressKey } from '../../../src/limits/address-key.js';
 import { MAX_PENDING_DEVICE_CODES, MAX_PENDING_DEVICE_CODES_PER_ADDRESS as PER_ADDRESS } from '../../../src/oauth/device/device-authorization.js';
+import { lockAddressDeviceCodes, lockPendingDeviceCodes } from '../../../src/storage/device-codes.js';
+import type { Database } from '../../../src/storage/schema.js';
 import type { UserRecord } from '../../../src/storage/users.js';
 import { DATABASE_KINDS } from '../../helpers/databases.js';
 import { createClient, type TestClient } from '../fixtures.js';
@@ -270,6 +274,97 @@ describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (ki
       expect(replies.map((reply) => reply.statusCode).sort()).toEqual([...Array<number>(5).fill(200), ...Array<number>(7).fill(429)]);
       for (const reply of replies.filter((r) => r.statusCode === 429)) expectRefused(reply, CLIENT_FULL);
       expect(await rowsOf(tv)).toBe(MAX_PENDING_DEVICE_CODES);
+    });
+
+    // On PostgreSQL the counts are ordered by advisory locks (on SQLite by the write lock, which orders
+    // everything): one per address, and one per client taken only near the client's bound.
+    if (kind === 'postgres') describe('the locks that order the counts', () => {
+      /** Runs `work` while another transaction holds the lock `take` takes. */
+      async function whileHeld<T>(take: (trx: Kysely<Database>) => Promise<void>, work: () => Promise<T>): Promise<T> {
+        let release!: () => void;
+        const released = new Promise<void>((resolve) => (release = resolve));
+        let held!: () => void;
+        const taken = new Promise<void>((resolve) => (held = resolve));
+        const holder = app.db.kysely.transaction().execute(async (trx) => {
+          await take(trx);
+          held();
+          await released;
+        });
+        await taken;
+        try {
+          return await work();
+        } finally {
+          release();
+          await holder;
+        }
+      }
+      /** Transactions of this database waiting for one of the device codes' advisory locks. */
+      const waiting = async (lock: number) =>
+        Number(
+          (
+            await sql<{ n: string }>`select count(*) as n from pg_locks where locktype = 'advisory' and not granted and classid = ${lock}
+              and database = (select oid from pg_database where datname = current_database())`.execute(app.db.kysely)
+          ).rows[0]!.n,
+        );
+      const ADDRESS_LOCK = 0x64657661;
+      const CLIENT_LOCK = 0x64657663;
+      /** Polls until `lock` has a waiter, for at most two seconds. */
+      async function untilWaiting(lock: number): Promise<void> {
+        for (let i = 0; i < 200 && (await waiting(lock)) === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      const answered = (reply: Promise<unknown>) =>
+        Promise.race([reply.then(() => 'answered'), new Promise((resolve) => setTimeout(resolve, 3000, 'still waiting'))]);
+
+      it("far from the client's bound, a request does not wait for the client's lock", async () => {
+        const tv = await deviceClient();
+        const reply = await whileHeld(
+          (trx) => lockPendingDeviceCodes(trx, tv.client.id),
+          async () => {
+            const pending = ask(tv, '192.0.2.61');
+            expect(await answered(pending)).toBe('answered');
+            return pending;
+          },
+        );
+        expect(reply.statusCode, reply.body).toBe(200);
+      });
+
+      it("near it, a request counts again under the client's lock, and waits for it", async () => {
+        const tv = await deviceClient();
+        const now = Date.now();
+        await insertWaitingCodes(
+          tv,
+          Array.from({ length: MAX_PENDING_DEVICE_CODES - 999 }, (_, i) => ({ key: `near-${tv.client.id}-${i}`, userCode: `N${i.toString().padStart(7, '0')}`, expiresAt: now + 600_000 })),
+        );
+        const pending = await whileHeld(
+          (trx) => lockPendingDeviceCodes(trx, tv.client.id),
+          async () => {
+            const pending = ask(tv, '192.0.2.62');
+            await untilWaiting(CLIENT_LOCK);
+            expect(await waiting(CLIENT_LOCK)).toBe(1);
+            return { pending };
+          },
+        );
+        expect((await pending.pending).statusCode).toBe(200);
+      });
+
+      it("one address's parallel requests wait for its lock on one connection, not one each", async () => {
+        const tv = await deviceClient();
+        const address = '192.0.2.63';
+        const replies = await whileHeld(
+          (trx) => lockAddressDeviceCodes(trx, tv.client.id, addressKey(address)),
+          async () => {
+            const replies = Array.from({ length: 5 }, () => ask(tv, address));
+            await untilWaiting(ADDRESS_LOCK);
+            // Time for the other four to reach the lock, had they each a connection to wait on.
+            await new Promise((resolve) => setTimeout(resolve, 300));
+            expect(await waiting(ADDRESS_LOCK)).toBe(1);
+            // Another address is not held up.
+            expect((await ask(tv, '192.0.2.64')).statusCode).toBe(200);
+            return replies;
+          },
+        );
+        expect((await Promise.all(replies)).map((reply) => reply.statusCode)).toEqual([200, 200, 200, 200, 200]);
+      });
     });
   });
 
