@@ -16,6 +16,7 @@ import { ApiError } from './errors/registry.js';
 import { capConnectionsPerAddress, clientErrorHandler, rawErrorResponse } from './http/connection-guard.js';
 import { Cors, isPreflight, preflightRefusal } from './http/cors.js';
 import { trustProxyOption } from './http/trust-proxy.js';
+import { closeIfBodyUnread } from './http/unread-body.js';
 import { addressKey } from './limits/address-key.js';
 import { RateLimiter, rateLimitHeaders } from './limits/rate-limit.js';
 import { SignInThrottle } from './limits/sign-in-throttle.js';
@@ -387,6 +388,12 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     // below): Node handed its socket over for the upgrade, so nothing else would ever close it, and a
     // half-open socket would hold the server's close.
     if (asksForUpgrade(request.headers)) request.raw.socket.end(() => request.raw.socket.destroy());
+    done();
+  });
+  // Every error any interface's error handler answers (an OAuth 429 or an audit-full 503 from an onRequest
+  // hook, say) may come before the request's body arrived: such an answer ends the connection.
+  fastify.addHook('onError', (_request, reply, _error, done) => {
+    closeIfBodyUnread(reply);
     done();
   });
   fastify.addHook('onRequest', (request, reply, done) => {

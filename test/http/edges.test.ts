@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app.js';
+import { refuseAuditWrites } from '../helpers/audit.js';
 
 // The edges of HTTP itself, on a real socket: what Node refuses before Fastify sees a request (slow bodies,
 // oversized headers, conflicting framing, too many connections) answers in the API's error shape too.
@@ -349,5 +350,58 @@ describe('HTTP edges answered by the application', () => {
     } finally {
       await local.close();
     }
+  });
+});
+
+// A refusal decided in an onRequest hook (an address past its OAuth budget, a full audit log) comes before the
+// body is read, on every interface: one answer, and the connection ends with it.
+describe('refusals before the body, on every interface', () => {
+  let t: TestApp | undefined;
+  afterEach(async () => {
+    await t?.close();
+    t = undefined;
+  });
+  async function listening(env: Record<string, string>): Promise<number> {
+    t = await startTestApp('sqlite', { REQUEST_TIMEOUT_SECONDS: '1', ...env });
+    await t.app.fastify.listen({ host: '127.0.0.1', port: 0 });
+    return (t.app.fastify.server.address() as net.AddressInfo).port;
+  }
+  const partialPost = (path: string, type: string, start: string) => `POST ${path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: ${type}\r\nContent-Length: 100\r\n\r\n${start}`;
+  const FORM_TYPE = 'application/x-www-form-urlencoded';
+
+  it('an OAuth endpoint past the address budget: 429, one answer, closed', async () => {
+    const port = await listening({ RATE_LIMIT_ANONYMOUS_MAX: '1' });
+    const spent = await t!.app.fastify.inject({ method: 'POST', url: '/oauth/token', headers: { 'content-type': FORM_TYPE }, payload: 'grant_type=password' });
+    expect(spent.statusCode).toBe(400);
+    const res = await exchange(port, [partialPost('/oauth/token', FORM_TYPE, 'grant_type=cli')]);
+    expect({ status: res.status, connection: res.headers.connection, body: JSON.parse(res.body) }).toEqual({
+      status: 429,
+      connection: 'close',
+      body: { error: 'temporarily_unavailable', error_description: expect.stringMatching(/^Too many requests; retry in \d+ s\.$/) },
+    });
+    expect(res.elapsedMs).toBeLessThan(1000);
+  });
+
+  it('GraphQL and OAuth while the audit log is full: 503, one answer, closed', async () => {
+    const port = await listening({ AUDIT_MAX_PENDING: '10' });
+    const token = await t!.adminClientToken();
+    await t!.app.audit.flush();
+    await refuseAuditWrites(t!.database.db.kysely, 'sqlite');
+    for (let i = 0; i < 30 && !t!.app.audit.full; i++) await t!.request({ url: '/v1/authorization', token });
+    expect(t!.app.audit.full).toBe(true);
+    const graphql = await exchange(port, [partialPost('/graphql', 'application/json', '{"query":')]);
+    expect({ status: graphql.status, connection: graphql.headers.connection, body: JSON.parse(graphql.body) }).toEqual({
+      status: 503,
+      connection: 'close',
+      body: { errors: [{ message: 'The audit log cannot be written at the moment; retry.', extensions: { code: 'UNAVAILABLE' } }] },
+    });
+    expect(graphql.elapsedMs).toBeLessThan(1000);
+    const oauth = await exchange(port, [partialPost('/oauth/token', FORM_TYPE, 'grant_type=cli')]);
+    expect({ status: oauth.status, connection: oauth.headers.connection, body: JSON.parse(oauth.body) }).toEqual({
+      status: 503,
+      connection: 'close',
+      body: { error: 'temporarily_unavailable', error_description: 'The audit log cannot be written at the moment; retry.' },
+    });
+    expect(oauth.elapsedMs).toBeLessThan(1000);
   });
 });
