@@ -182,7 +182,10 @@ describe.each(DATABASE_KINDS)('oauth4webapi against a listening server on %s', (
       return oauth.processIntrospectionResponse(as, registered.client, response);
     };
     expect(await introspect(refreshed.access_token)).toMatchObject({ active: true, client_id: registered.client.client_id, sub: user.id, scope: WEB_SCOPES, token_type: 'Bearer', iss: issuer });
-    expect(await introspect(refreshed.refresh_token!, 'refresh_token')).toMatchObject({ active: true, client_id: registered.client.client_id, sub: user.id, token_type: 'refresh_token' });
+    const refreshDescribed = await introspect(refreshed.refresh_token!, 'refresh_token');
+    expect(refreshDescribed).toMatchObject({ active: true, client_id: registered.client.client_id, sub: user.id });
+    // A refresh token has none of the access token types token_type names (RFC 7662 §2.2).
+    expect(refreshDescribed).not.toHaveProperty('token_type');
     // The rotated-out refresh token is no longer active.
     expect(await introspect(first.refresh_token!, 'refresh_token')).toEqual({ active: false });
 

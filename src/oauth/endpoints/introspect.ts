@@ -73,7 +73,8 @@ async function describeRefreshToken(deps: IntrospectionDeps, client: ClientRecor
     scope: row.scopes.split(' ').filter((scope) => client.scopes.includes(scope)).join(' '),
     client_id: row.clientId,
     sub: row.userId,
-    token_type: 'refresh_token',
+    // No token_type: RFC 7662 §2.2 takes its values from the access token types (RFC 6749 §7.1), and a
+    // refresh token is none of them.
     exp: Math.floor(Date.parse(row.expiresAt) / 1000),
     iat: Math.floor(Date.parse(row.issuedAt) / 1000),
     iss: deps.config.issuer,

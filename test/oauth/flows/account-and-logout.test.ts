@@ -296,7 +296,6 @@ describe.each(DATABASE_KINDS)('userinfo, introspection and revocation of refresh
       scope: 'openid offline_access read:posts',
       client_id: web.client.clientId,
       sub: user.id,
-      token_type: 'refresh_token',
       exp: expect.any(Number),
       iat: expect.any(Number),
       iss: app.config.issuer,
