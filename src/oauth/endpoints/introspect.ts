@@ -5,8 +5,10 @@ import type { Principal } from '../../policy/principal.js';
 import type { ClientRecord } from '../../storage/clients.js';
 import { grantReadStore } from '../../storage/grant-store.js';
 import { findUserById } from '../../storage/users.js';
+import { refreshTokenEnds } from '../grants/refresh-token.js';
 import { OAuthError } from '../oauth-error.js';
 import { LOOKUP_TOKEN, tokenLookupKey } from '../secrets.js';
+import { REFRESH_TOKEN } from '../tokens/user-tokens.js';
 import { authenticateAudited, readFormParams, type RecordDecision, type TokenEndpointDeps } from './token.js';
 
 export interface IntrospectionDeps extends TokenEndpointDeps {
@@ -65,7 +67,11 @@ async function describeRefreshToken(deps: IntrospectionDeps, client: ClientRecor
   if (!LOOKUP_TOKEN.test(token)) return null;
   const row = await grantReadStore(deps.db).findRefreshToken(tokenLookupKey(token));
   const now = (deps.clock ?? Date.now)();
-  if (!row || row.clientRegistrationId !== client.id || row.revokedAt !== null || row.rotatedAt !== null || Date.parse(row.expiresAt) <= now) return null;
+  // Active only while the grant would accept it: the client still holds the refresh_token grant, and the
+  // token has neither expired nor outlived its family's maximum lifetime.
+  if (!row || row.clientRegistrationId !== client.id || row.revokedAt !== null || row.rotatedAt !== null || !client.grantTypes.includes(REFRESH_TOKEN)) return null;
+  const ends = refreshTokenEnds(row, deps.config.tokens.refreshTokenMaxLifetime);
+  if (ends <= now) return null;
   const user = await findUserById(deps.db.kysely, row.userId);
   if (!user || !user.active) return null;
   return {
@@ -75,7 +81,7 @@ async function describeRefreshToken(deps: IntrospectionDeps, client: ClientRecor
     sub: row.userId,
     // No token_type: RFC 7662 §2.2 takes its values from the access token types (RFC 6749 §7.1), and a
     // refresh token is none of them.
-    exp: Math.floor(Date.parse(row.expiresAt) / 1000),
+    exp: Math.floor(ends / 1000),
     iat: Math.floor(Date.parse(row.issuedAt) / 1000),
     iss: deps.config.issuer,
   };

@@ -11,6 +11,15 @@ import type { CheckedGrant } from './grant-commit.js';
 import { GrantReuseError } from './grant-reuse-error.js';
 
 /**
+ * When a refresh token stops being usable (milliseconds): its own expiry, or REFRESH_TOKEN_MAX_LIFETIME after
+ * the sign-in that began its family, whichever comes first (the second also ends a family whose token was
+ * issued before the setting was lowered). The grant and introspection both ask this.
+ */
+export function refreshTokenEnds(row: { expiresAt: string; authTime: string }, maxLifetimeSeconds: number): number {
+  return Math.min(Date.parse(row.expiresAt), Date.parse(row.authTime) + maxLifetimeSeconds * 1000);
+}
+
+/**
  * RFC 6749 §6 with rotation (RFC 9700 §4.14.2): every use returns a new refresh token and retires the
  * presented one. A retired token presented again means two parties hold the family: the whole family and
  * its access tokens are revoked, the legitimate holder's newest tokens included. Of two concurrent uses
@@ -32,7 +41,7 @@ export async function grantRefreshToken(
   const row = await grantReadStore(db).findRefreshToken(tokenHash);
   if (!row || row.clientRegistrationId !== client.id) throw new OAuthError('invalid_grant', 'The refresh token is not valid.');
   if (row.revokedAt !== null) throw new OAuthError('invalid_grant', 'The refresh token was revoked.');
-  if (Date.parse(row.expiresAt) <= now || Date.parse(row.authTime) + maxLifetimeSeconds * 1000 <= now) {
+  if (refreshTokenEnds(row, maxLifetimeSeconds) <= now) {
     throw new OAuthError('invalid_grant', 'The refresh token has expired.');
   }
   const nowIso = new Date(now).toISOString();

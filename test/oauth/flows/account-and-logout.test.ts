@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CsrfTokens } from '../../../src/oauth/browser/csrf.js';
 import { verifyPassword } from '../../../src/oauth/passwords.js';
+import { tokenLookupKey } from '../../../src/oauth/secrets.js';
+import { nowIso } from '../../../src/storage/ids.js';
 import type { UserRecord } from '../../../src/storage/users.js';
 import { DATABASE_KINDS } from '../../helpers/databases.js';
 import type { TestClient } from '../fixtures.js';
@@ -304,6 +306,37 @@ describe.each(DATABASE_KINDS)('userinfo, introspection and revocation of refresh
     expect((await introspect(tokens.access_token, stranger)).json()).toEqual({ active: false });
     expect((await introspect(tokens.refresh_token!, stranger)).json()).toEqual({ active: false });
     expect((await introspect('not-a-token')).json()).toEqual({ active: false });
+  });
+
+  it('describes a refresh token as active only while the grant would take it: maximum lifetime, the client\'s grant', async () => {
+    const tokens = await tokensFor('offline_access read:posts');
+    const refreshToken = tokens.refresh_token!;
+    const rows = app.db.kysely.updateTable('refreshTokens').where('tokenHash', '=', tokenLookupKey(refreshToken));
+    // Signed in 90 days less an hour ago: active, and its exp is the family's end, before the token's own.
+    const signedInAt = Math.floor(Date.now() / 1000) - 90 * 86400 + 3600;
+    await rows.set({ authTime: new Date(signedInAt * 1000).toISOString() }).execute();
+    expect((await introspect(refreshToken, web, 'refresh_token')).json()).toMatchObject({ active: true, exp: signedInAt + 90 * 86400 });
+    // Past REFRESH_TOKEN_MAX_LIFETIME (lowered since it was issued, say): the token endpoint refuses it, and
+    // introspection agrees.
+    await rows.set({ authTime: new Date(Date.now() - 90 * 86400_000 - 1000).toISOString() }).execute();
+    expect((await introspect(refreshToken, web, 'refresh_token')).json()).toEqual({ active: false });
+    expectTokenError(await refresh(app, web, refreshToken), 400, 'invalid_grant', 'The refresh token has expired.');
+
+    // A client that no longer holds the refresh_token grant cannot use its refresh tokens: inactive too.
+    const fresh = await tokensFor('offline_access read:posts');
+    expect((await introspect(fresh.refresh_token!, web, 'refresh_token')).json()).toMatchObject({ active: true });
+    // Changed as the CLI or the API would change it: the row, then the invalidation every process reads.
+    const setGrants = async (grantTypes: readonly string[]) => {
+      await app.db.kysely.updateTable('clients').set({ grantTypes: JSON.stringify(grantTypes), updatedAt: nowIso() }).where('id', '=', web.client.id).execute();
+      app.oauth.clients.forget(web.client.clientId);
+    };
+    await setGrants(['authorization_code']);
+    try {
+      expect((await introspect(fresh.refresh_token!, web, 'refresh_token')).json()).toEqual({ active: false });
+      expect((await introspect(fresh.access_token, web)).json()).toMatchObject({ active: true });
+    } finally {
+      await setGrants(web.client.grantTypes);
+    }
   });
 
   it('refuses introspection to a public client', async () => {
