@@ -27,8 +27,12 @@ export function chainHash(prevHash: string, event: ChainedFields): string {
     event.reason,
   ];
   // Aggregated events cover their count, address and times too; a single decision hashes as it always has,
-  // so events written before aggregation existed still verify.
-  if (event.count !== null) fields.push(event.count, event.sourceAddress, event.firstSeen, event.lastSeen);
+  // so events written before aggregation existed still verify. The count as a number: on SQLite a text
+  // written into the column would otherwise hash as the tag of a group below ('scopes', 'traceId').
+  if (event.count !== null) fields.push(Number(event.count), event.sourceAddress, event.firstSeen, event.lastSeen);
+  // A single decision is written without them; any put there later changes its hash, behind a tag no
+  // other group starts with.
+  else if (event.sourceAddress != null || event.firstSeen != null || event.lastSeen != null) fields.push('aggregate', event.sourceAddress, event.firstSeen, event.lastSeen);
   // Likewise the scopes of a sign-in decision (consent, code, token), present only on those.
   if (event.scopes != null) fields.push('scopes', event.scopes);
   // And the trace id of a request whose caller sent one.
