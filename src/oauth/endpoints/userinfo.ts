@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { AuditDecision } from '../../audit/audit-event.js';
 import { NO_STORE_HEADERS } from '../../errors/oauth-renderer.js';
 import { ApiError } from '../../errors/registry.js';
 import type { Principal } from '../../policy/principal.js';
@@ -8,6 +9,7 @@ import { OAuthError } from '../oauth-error.js';
 
 export interface UserinfoDeps {
   db: Db;
+  audit: { record(decision: AuditDecision): void };
   /** The API's own bearer authentication: the same token, subject, client and scope checks as every request. */
   authenticateBearer(authorization: string | undefined): Promise<Principal>;
 }
@@ -24,14 +26,27 @@ export function registerUserinfoEndpoint(scope: FastifyInstance, deps: UserinfoD
     method: ['GET', 'POST'],
     url: '/oauth/userinfo',
     handler: async (request, reply) => {
-      const principal = await authenticated(request, deps);
+      // Every answer is a decision about the user's claims, recorded as the API's are: a refused token as
+      // the address's (aggregated per window, anyone can send one), the rest as the caller's.
+      const decided = (decision: Pick<AuditDecision, 'subject' | 'clientId' | 'resourceId' | 'decision' | 'reason'>) =>
+        deps.audit.record({ requestId: request.id, interface: 'oauth', operation: 'userinfo', resourceType: 'user', sourceAddress: request.ip, ...decision });
+      const principal = await authenticated(request, deps).catch((error: unknown) => {
+        if (error instanceof OAuthError) decided({ subject: null, clientId: null, resourceId: null, decision: 'deny', reason: 'authentication' });
+        throw error;
+      });
       if (principal.kind !== 'user' || !principal.scopes.has('openid')) {
+        const caller = principal.kind === 'anonymous' ? { subject: null, clientId: null } : { subject: principal.subject, clientId: principal.clientId };
+        decided({ ...caller, resourceId: principal.kind === 'user' ? principal.subject : null, decision: 'deny', reason: 'scope' });
         throw new OAuthError('insufficient_scope', 'The access token must be a user\'s and carry the openid scope.', 403, {
           'www-authenticate': `${REALM}, error="insufficient_scope", scope="openid"`,
         });
       }
       const user = await findUserById(deps.db.kysely, principal.subject);
-      if (!user) throw invalidToken('The user no longer exists.');
+      if (!user) {
+        decided({ subject: null, clientId: principal.clientId, resourceId: null, decision: 'deny', reason: 'authentication' });
+        throw invalidToken('The user no longer exists.');
+      }
+      decided({ subject: user.id, clientId: principal.clientId, resourceId: user.id, decision: 'allow', reason: 'granted' });
       return reply.headers(NO_STORE_HEADERS).send({
         sub: user.id,
         ...(principal.scopes.has('profile') ? { name: user.name } : {}),

@@ -257,9 +257,15 @@ describe.each(DATABASE_KINDS)('userinfo, introspection and revocation of refresh
     }
     const bare = await tokensFor('openid read:posts');
     expect((await userinfo(bare.access_token)).json()).toEqual({ sub: user.id });
+    // Each answer is a decision in the audit log, like an API request's.
+    const granted = { requestId: expect.any(String), interface: 'oauth', operation: 'userinfo', resourceType: 'user', sourceAddress: '127.0.0.1' };
+    expect(app.oauth.decisions.filter((d) => d.operation === 'userinfo')).toEqual(
+      Array<unknown>(3).fill({ ...granted, subject: user.id, clientId: web.client.clientId, resourceId: user.id, decision: 'allow', reason: 'granted' }),
+    );
   });
 
   it('refuses a token without openid (403 insufficient_scope), an ID token and no token (401)', async () => {
+    const recorded = app.oauth.decisions.length;
     const noOpenid = await tokensFor('read:posts');
     const scoped = await userinfo(noOpenid.access_token);
     expect({ status: scoped.statusCode, challenge: scoped.headers['www-authenticate'], error: scoped.json().error }).toEqual({
@@ -272,6 +278,14 @@ describe.each(DATABASE_KINDS)('userinfo, introspection and revocation of refresh
     expect({ status: idAsAccess.statusCode, challenge: idAsAccess.headers['www-authenticate'] }).toEqual({ status: 401, challenge: 'Bearer realm="portcullis", error="invalid_token"' });
     const none = await app.oauth.app.inject({ method: 'GET', url: '/oauth/userinfo' });
     expect({ status: none.statusCode, challenge: none.headers['www-authenticate'] }).toEqual({ status: 401, challenge: 'Bearer realm="portcullis"' });
+    // Recorded: the user's token refused for its scope as the user's decision; the refused tokens as the
+    // address's (the audit log aggregates those per window).
+    const refused = { requestId: expect.any(String), interface: 'oauth', operation: 'userinfo', resourceType: 'user', sourceAddress: '127.0.0.1', decision: 'deny' };
+    expect(app.oauth.decisions.slice(recorded).filter((d) => d.operation === 'userinfo')).toEqual([
+      { ...refused, subject: user.id, clientId: web.client.clientId, resourceId: user.id, reason: 'scope' },
+      { ...refused, subject: null, clientId: null, resourceId: null, reason: 'authentication' },
+      { ...refused, subject: null, clientId: null, resourceId: null, reason: 'authentication' },
+    ]);
   });
 
   it('introspects the client\'s own access and refresh tokens, and nothing of anyone else\'s', async () => {
