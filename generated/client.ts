@@ -48,7 +48,7 @@ export interface paths {
         get: operations["getUser"];
         /**
          * Replace a user
-         * @description Replaces the user's email, name, role and active flag. `password` is optional: when present it sets a new password, when absent the password is unchanged. Changing the email to one that another account uses is `409 CONFLICT`. Send the `ETag` you read in `If-Match` to avoid overwriting a concurrent change.
+         * @description Replaces the user's email, name, role and active flag. `password` is optional: when present it sets a new password, when absent the password is unchanged. Only an admin may change the role, the active flag, the email or the password (`403 FORBIDDEN` naming the fields otherwise; users change their own email and password on the account page). Changing the email to one that another account uses is `409 CONFLICT`. Send the `ETag` you read in `If-Match` to avoid overwriting a concurrent change.
          */
         put: operations["replaceUser"];
         post?: never;

@@ -133,6 +133,9 @@ export const policy: PolicyTable = {
         ],
         "password": [
           "admin"
+        ],
+        "email": [
+          "admin"
         ]
       }
     },

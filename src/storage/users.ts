@@ -64,6 +64,11 @@ export async function updatePasswordHash(db: Kysely<Database>, userId: string, p
   await db.updateTable('users').set({ passwordHash, updatedAt }).where('id', '=', userId).execute();
 }
 
+/** A new sign-in email for the user; a unique violation when another account has it. */
+export async function updateUserEmail(db: Kysely<Database>, userId: string, email: string, updatedAt: string): Promise<void> {
+  await db.updateTable('users').set({ email, updatedAt }).where('id', '=', userId).execute();
+}
+
 /** The profile fields a replacement sets, and a new password's hash when one was given. */
 export type UserChanges = Pick<UserRecord, 'email' | 'name' | 'role' | 'active' | 'updatedAt'> & { passwordHash?: string };
 

@@ -37,14 +37,25 @@ describe.each(DATABASE_KINDS)('users and clients on %s', (kind) => {
       member = await t.createUser('member');
     });
 
-    it('lets a member replace their own name and email', async () => {
+    it('lets a member replace their own name', async () => {
       const before = await readUser(t, member.id);
-      const email = `renamed-${member.id}@example.com`;
-      const res = await t.request({ method: 'PUT', url: `/v1/users/${member.id}`, token: await member.token(), body: profile(before, { name: 'New Name', email }) });
+      const res = await t.request({ method: 'PUT', url: `/v1/users/${member.id}`, token: await member.token(), body: profile(before, { name: 'New Name' }) });
       expect(res.statusCode, res.body).toBe(200);
       const updated = res.json() as Record<string, unknown>;
-      expect(updated).toEqual({ ...before, name: 'New Name', email, updatedAt: expect.stringMatching(ISO) });
+      expect(updated).toEqual({ ...before, name: 'New Name', updatedAt: expect.stringMatching(ISO) });
       expect(await readUser(t, member.id)).toEqual(updated);
+    });
+
+    it('refuses a member changing their own email with 403 FORBIDDEN (the account page does, with the password), changing nothing', async () => {
+      const before = await readUser(t, member.id);
+      for (const method of ['PUT', 'PATCH'] as const) {
+        const email = `moved-${member.id}@example.com`;
+        const body = method === 'PUT' ? profile(before, { email, name: 'Moved' }) : { email, name: 'Moved' };
+        const headers: Record<string, string> = method === 'PATCH' ? { 'content-type': 'application/merge-patch+json' } : {};
+        const res = await t.request({ method, url: `/v1/users/${member.id}`, token: await member.token(), body, headers });
+        expectError(res, 403, { error: { code: 'FORBIDDEN', message: 'Your role may not change email.' } }, null);
+      }
+      expect(await readUser(t, member.id)).toEqual(before);
     });
 
     it('accepts a member’s PUT that repeats their current role and active flag unchanged', async () => {
@@ -84,10 +95,18 @@ describe.each(DATABASE_KINDS)('users and clients on %s', (kind) => {
       expect(await readUser(t, other.id)).toEqual(before);
     });
 
-    it('refuses a member taking another account’s email with 409, changing nothing', async () => {
+    it('does not tell a member whether an email has an account: another account\'s email is 403 as any other', async () => {
       const other = await t.createUser('member');
       const before = await readUser(t, member.id);
       const res = await t.request({ method: 'PUT', url: `/v1/users/${member.id}`, token: await member.token(), body: profile(before, { email: other.email }) });
+      expectError(res, 403, { error: { code: 'FORBIDDEN', message: 'Your role may not change email.' } }, null);
+      expect(await readUser(t, member.id)).toEqual(before);
+    });
+
+    it('refuses an admin giving a user another account’s email with 409, changing nothing', async () => {
+      const other = await t.createUser('member');
+      const before = await readUser(t, member.id);
+      const res = await t.request({ method: 'PUT', url: `/v1/users/${member.id}`, token: admin, body: profile(before, { email: other.email }) });
       expectError(res, 409, { error: { code: 'CONFLICT', message: 'A user with this email already exists.' } }, null);
       expect(await readUser(t, member.id)).toEqual(before);
     });

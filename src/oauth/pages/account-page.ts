@@ -4,13 +4,13 @@ export interface AccountPageModel {
   email: string;
   name: string;
   applications: readonly { clientRegistrationId: string; name: string; scopes: string; grantedAt: string }[];
-  csrf: { password: string; revoke: string; everywhere: string; logout: string };
+  csrf: { password: string; email: string; revoke: string; everywhere: string; logout: string };
   notice: string | null;
   error: string | null;
   status?: number;
 }
 
-/** The user's own account: change the password, see and withdraw the applications holding access, sign out here or everywhere. */
+/** The user's own account: change the password or the sign-in email, see and withdraw the applications holding access, sign out here or everywhere. */
 export function accountPage(model: AccountPageModel): Page {
   const rows = model.applications.map(
     (app) => html`<tr><td>${app.name}</td><td>${app.scopes}</td><td>${app.grantedAt.slice(0, 10)}</td><td>
@@ -35,6 +35,15 @@ ${model.error === null ? '' : html`<p class="error" role="alert">${model.error}<
 <label for="new_password">New password (at least 12 characters)</label>
 <input id="new_password" name="new_password" type="password" autocomplete="new-password" minlength="12" maxlength="256" required>
 <button type="submit">Change password</button>
+</form>
+<h2>Change email</h2>
+<form method="post" action="/oauth/account/email">
+<input type="hidden" name="csrf_token" value="${model.csrf.email}">
+<label for="email_current_password">Current password</label>
+<input id="email_current_password" name="current_password" type="password" autocomplete="current-password" required>
+<label for="new_email">New email address (you sign in with it)</label>
+<input id="new_email" name="new_email" type="email" autocomplete="email" maxlength="254" required>
+<button type="submit">Change email</button>
 </form>
 <h2>Applications with access</h2>
 ${model.applications.length === 0 ? html`<p>None.</p>` : html`<table><thead><tr><th>Application</th><th>Access</th><th>Since</th><th></th></tr></thead><tbody>

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CsrfTokens } from '../../../src/oauth/browser/csrf.js';
 import { verifyPassword } from '../../../src/oauth/passwords.js';
 import { tokenLookupKey } from '../../../src/oauth/secrets.js';
+import { verifyUserCredentials } from '../../../src/oauth/user-credentials.js';
 import { nowIso } from '../../../src/storage/ids.js';
 import type { UserRecord } from '../../../src/storage/users.js';
 import { DATABASE_KINDS } from '../../helpers/databases.js';
@@ -56,7 +57,7 @@ describe.each(DATABASE_KINDS)('account page and sign-out on %s', (kind) => {
     expectPageHeaders(page);
     expect(page.body).toContain(`Signed in as <strong>${user.email}</strong>`);
     expect(page.body).toContain('<td>Example Web App</td><td>offline_access openid read:posts</td>');
-    for (const label of ['Current password', 'New password (at least 12 characters)']) expect(page.body).toContain(`>${label}</label>`);
+    for (const label of ['Current password', 'New password (at least 12 characters)', 'New email address (you sign in with it)']) expect(page.body).toContain(`>${label}</label>`);
   });
 
   it('changes the password with the current one, ending every other session, token and refresh family', async () => {
@@ -88,6 +89,44 @@ describe.each(DATABASE_KINDS)('account page and sign-out on %s', (kind) => {
     expect((await elsewhere.browser.get('/oauth/account')).statusCode).toBe(303);
     expect((await browser.get('/oauth/account')).statusCode).toBe(200);
     // Five password checks and a new hash, each a deliberately slow scrypt.
+  }, 90_000);
+
+  it('changes the sign-in email with the current password; another account\'s email is refused', async () => {
+    const user = await createUser(app.db);
+    const other = await createUser(app.db);
+    const { browser, tokens } = await signedInWithTokens(user);
+    const fields = formFields((await browser.get('/oauth/account')).body, '/oauth/account/email');
+    const change = (values: Record<string, string>) => browser.post('/oauth/account/email', values);
+    const moved = `moved-${user.id}@example.com`;
+    const alert = (reply: Awaited<ReturnType<typeof change>>) => ({ status: reply.statusCode, alert: pageAlert(reply.body) });
+
+    expect(alert(await change({ csrf_token: fields.csrf_token!, current_password: 'not my password!', new_email: moved }))).toEqual({ status: 400, alert: 'The current password is wrong.' });
+    for (const invalid of ['not an email', `${'a'.repeat(250)}@example.com`, '']) {
+      expect(alert(await change({ csrf_token: fields.csrf_token!, current_password: PASSWORD, new_email: invalid }))).toEqual({
+        status: 400,
+        alert: 'The new email address is not a valid address (at most 254 characters).',
+      });
+    }
+    expect(alert(await change({ csrf_token: fields.csrf_token!, current_password: PASSWORD, new_email: other.email }))).toEqual({ status: 409, alert: 'Another account uses that email address.' });
+    // Without the form's token (a cross-site post): refused, nothing changes.
+    expect((await change({ current_password: PASSWORD, new_email: moved })).statusCode).toBe(403);
+    // The password form's token is not this form's.
+    const passwordForm = formFields((await browser.get('/oauth/account')).body, '/oauth/account/password');
+    expect((await change({ csrf_token: passwordForm.csrf_token!, current_password: PASSWORD, new_email: moved })).statusCode).toBe(403);
+    expect(await app.db.kysely.selectFrom('users').select('email').where('id', '=', user.id).executeTakeFirstOrThrow()).toEqual({ email: user.email });
+
+    const changed = await change({ csrf_token: fields.csrf_token!, current_password: PASSWORD, new_email: moved });
+    expect({ status: changed.statusCode, notice: /<p class="notice" role="status">([^<]*)</.exec(changed.body)?.[1], shown: changed.body.includes(`Signed in as <strong>${moved}</strong>`) }).toEqual({
+      status: 200,
+      notice: `You now sign in as ${moved}.`,
+      shown: true,
+    });
+    expect(await verifyUserCredentials(app.db.kysely, moved, PASSWORD)).toMatchObject({ id: user.id, email: moved });
+    expect(await verifyUserCredentials(app.db.kysely, user.email, PASSWORD)).toBeNull();
+    // The account's sessions and tokens go on: the credentials did not change.
+    expect(await tokenWorks(tokens.access_token)).toBe(true);
+    expect(app.oauth.decisions).toContainEqual(expect.objectContaining({ operation: 'account.email', subject: user.id, resourceType: 'user', resourceId: user.id, decision: 'allow' }));
+    expect(app.oauth.decisions.filter((d) => d.operation === 'account.email' && d.subject === user.id)).toHaveLength(1);
   }, 90_000);
 
   it('withdraws consent for one application, ending its tokens, and asks again next time', async () => {
