@@ -25,7 +25,7 @@ const verifyAuditCommand: Command = {
     else if (report.ok) {
       const keys = report.keyFingerprints.length > 0 ? ` signed by ${report.keyFingerprints.join(', ')}` : '';
       const archived = report.archived
-        ? `; ${formatCount(report.archived.events, 'earlier event')} archived (up to seq ${report.archived.upToSeq}, ${report.archived.archivedAt})`
+        ? `; ${formatCount(report.archived.events, 'earlier event')} archived (up to seq ${report.archived.upToSeq}, archived at ${report.archived.archivedAt})`
         : '';
       const covered = report.checkpoints === 0 ? 'none under a checkpoint yet' : `${report.uncovered} after the newest checkpoint`;
       writeLine(`ok: ${report.events} events, ${formatCount(report.checkpoints, 'checkpoint')}${keys}; ${covered}${archived}`);

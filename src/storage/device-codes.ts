@@ -8,20 +8,26 @@ export async function insertDeviceCode(db: Kysely<Database>, row: DeviceCodeRow)
   await db.insertInto('deviceCodes').values(row).execute();
 }
 
+/** How many device codes wait for their user, and when the first of them to expire does (null: none wait). */
+export interface PendingDeviceCodes {
+  count: number;
+  firstExpiry: string | null;
+}
+
 /**
- * How many of the registration's device codes still wait for their user (pending, not expired): all of
- * them, or with `addressKey` those that address asked for.
+ * The registration's device codes that still wait for their user (pending, not expired): all of them, or
+ * with `addressKey` those that address asked for.
  */
-export async function countPendingDeviceCodes(db: Kysely<Database>, clientRegistrationId: string, now: string, addressKey?: string): Promise<number> {
+export async function pendingDeviceCodes(db: Kysely<Database>, clientRegistrationId: string, now: string, addressKey?: string): Promise<PendingDeviceCodes> {
   let query = db
     .selectFrom('deviceCodes')
-    .select((eb) => eb.fn.countAll<string | number>().as('pending'))
+    .select((eb) => [eb.fn.countAll<string | number>().as('pending'), eb.fn.min('expiresAt').as('firstExpiry')])
     .where('clientRegistrationId', '=', clientRegistrationId)
     .where('status', '=', 'pending')
     .where('expiresAt', '>', now);
   if (addressKey !== undefined) query = query.where('addressKey', '=', addressKey);
   const row = await query.executeTakeFirstOrThrow();
-  return Number(row.pending);
+  return { count: Number(row.pending), firstExpiry: row.firstExpiry ?? null };
 }
 
 /** The first keys of the advisory locks (the second is a hash): "deva" for one address's codes, "devc" for the registration's. */

@@ -105,7 +105,7 @@ describe.each(DATABASE_KINDS)('portcullis audit on %s', { timeout: CLI_TEST_TIME
       }
       await record(120, 5);
       expect((await runCli(pinned, t.env)).stdout).toMatch(
-        new RegExp(`^ok: 5 events, 1 checkpoint signed by ${checkpoint.keyFingerprint}; 5 after the newest checkpoint; 120 earlier events archived \\(up to seq \\d+, \\d{4}-[^)]+\\)\\n$`),
+        new RegExp(`^ok: 5 events, 1 checkpoint signed by ${checkpoint.keyFingerprint}; 5 after the newest checkpoint; 120 earlier events archived \\(up to seq \\d+, archived at \\d{4}-[^)]+\\)\\n$`),
       );
 
       // The tail cut (by someone who lifted the triggers) after a second checkpoint covered it.

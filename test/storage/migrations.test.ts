@@ -4,7 +4,7 @@ import { insertUser, findUserById } from '../../src/storage/users.js';
 import { newId, nowIso } from '../../src/storage/ids.js';
 import { migrateTo, migrateToLatest, UnknownMigrationsError } from '../../src/storage/migrate.js';
 import { findClientByClientId } from '../../src/storage/clients.js';
-import { countPendingDeviceCodes, insertDeviceCode } from '../../src/storage/device-codes.js';
+import { insertDeviceCode, pendingDeviceCodes } from '../../src/storage/device-codes.js';
 import { sql, type Kysely } from 'kysely';
 
 describe.each(DATABASE_KINDS)('storage on %s', (kind) => {
@@ -143,9 +143,9 @@ describe.each(DATABASE_KINDS)('storage on %s', (kind) => {
       expect(await t.db.kysely.selectFrom('deviceCodes').selectAll().execute()).toEqual([{ ...row, addressKey: null }]);
       await insertDeviceCode(t.db.kysely, { ...row, deviceCodeHash: 'd2', userCode: 'LMNPQRST', grantId: 'g2', addressKey: '192.0.2.1' });
       const now = '2024-01-01T00:05:00.000Z';
-      expect(await countPendingDeviceCodes(t.db.kysely, 'r1', now)).toBe(2);
-      expect(await countPendingDeviceCodes(t.db.kysely, 'r1', now, '192.0.2.1')).toBe(1);
-      expect(await countPendingDeviceCodes(t.db.kysely, 'r1', now, '192.0.2.2')).toBe(0);
+      expect((await pendingDeviceCodes(t.db.kysely, 'r1', now)).count).toBe(2);
+      expect((await pendingDeviceCodes(t.db.kysely, 'r1', now, '192.0.2.1')).count).toBe(1);
+      expect((await pendingDeviceCodes(t.db.kysely, 'r1', now, '192.0.2.2')).count).toBe(0);
     } finally {
       await t.drop();
     }

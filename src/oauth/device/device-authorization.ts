@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { addressKey } from '../../limits/address-key.js';
 import type { ClientRecord } from '../../storage/clients.js';
-import { countPendingDeviceCodes, insertDeviceCode, lockAddressDeviceCodes, lockPendingDeviceCodes } from '../../storage/device-codes.js';
+import { insertDeviceCode, lockAddressDeviceCodes, lockPendingDeviceCodes, pendingDeviceCodes, type PendingDeviceCodes } from '../../storage/device-codes.js';
 import { newId } from '../../storage/ids.js';
 import type { Database } from '../../storage/schema.js';
 import { isUniqueViolation } from '../../storage/unique-violation.js';
@@ -117,23 +117,33 @@ export async function startDeviceAuthorization(
  * different addresses therefore wait for each other only when the client is nearly full. RFC 8628 §3.2 has
  * this endpoint answer errors as the token endpoint does (RFC 6749 §5.2); `slow_down` belongs to the
  * device's polling (§3.5) and has no meaning here, so both bounds answer `temporarily_unavailable`, 429
- * with Retry-After: a code frees its place once its user answers or it expires.
+ * with Retry-After: a code frees its place once its user answers or, at the latest, when it expires, which
+ * is when Retry-After points to (a device that waits that long is sure to get one).
  */
 async function checkRoomForDeviceCode(trx: Kysely<Database>, clientRegistrationId: string, requester: string, now: string): Promise<void> {
   await lockAddressDeviceCodes(trx, clientRegistrationId, requester);
-  if ((await countPendingDeviceCodes(trx, clientRegistrationId, now, requester)) >= MAX_PENDING_DEVICE_CODES_PER_ADDRESS) {
-    throw new OAuthError('temporarily_unavailable', 'Too many device codes of this client requested from this address are waiting for their users; retry in a minute.', 429, {
-      'retry-after': '60',
+  const ofAddress = await pendingDeviceCodes(trx, clientRegistrationId, now, requester);
+  if (ofAddress.count >= MAX_PENDING_DEVICE_CODES_PER_ADDRESS) {
+    throw new OAuthError('temporarily_unavailable', 'Too many device codes of this client requested from this address are waiting for their users; retry after Retry-After seconds.', 429, {
+      'retry-after': secondsUntilFreed(ofAddress, now),
     });
   }
-  let pending = await countPendingDeviceCodes(trx, clientRegistrationId, now);
-  if (pending >= MAX_PENDING_DEVICE_CODES - CLIENT_LOCK_MARGIN) {
+  let ofClient = await pendingDeviceCodes(trx, clientRegistrationId, now);
+  if (ofClient.count >= MAX_PENDING_DEVICE_CODES - CLIENT_LOCK_MARGIN) {
     await lockPendingDeviceCodes(trx, clientRegistrationId);
-    pending = await countPendingDeviceCodes(trx, clientRegistrationId, now);
+    ofClient = await pendingDeviceCodes(trx, clientRegistrationId, now);
   }
-  if (pending >= MAX_PENDING_DEVICE_CODES) {
-    throw new OAuthError('temporarily_unavailable', 'Too many device codes of this client are waiting for their users; retry in a minute.', 429, { 'retry-after': '60' });
+  if (ofClient.count >= MAX_PENDING_DEVICE_CODES) {
+    throw new OAuthError('temporarily_unavailable', 'Too many device codes of this client are waiting for their users; retry after Retry-After seconds.', 429, {
+      'retry-after': secondsUntilFreed(ofClient, now),
+    });
   }
+}
+
+/** Whole seconds until the first waiting code expires (at least 1). */
+function secondsUntilFreed(pending: PendingDeviceCodes, now: string): string {
+  const left = pending.firstExpiry === null ? 0 : Date.parse(pending.firstExpiry) - Date.parse(now);
+  return String(Math.max(1, Math.ceil(left / 1000)));
 }
 
 /**

@@ -177,7 +177,12 @@ describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (ki
     // Expired codes do not count; live ones up to one short of the cap.
     await insertWaitingCodes(crowded, [
       ...Array.from({ length: 50 }, (_, i) => ({ key: `crowded-${i}`, userCode: `Z${i.toString().padStart(7, '0')}`, expiresAt: now - 1000 })),
-      ...Array.from({ length: MAX_PENDING_DEVICE_CODES - 1 }, (_, i) => ({ key: `crowded-${50 + i}`, userCode: `Z${(50 + i).toString().padStart(7, '0')}`, expiresAt: now + 600_000 })),
+      ...Array.from({ length: MAX_PENDING_DEVICE_CODES - 1 }, (_, i) => ({
+        key: `crowded-${50 + i}`,
+        userCode: `Z${(50 + i).toString().padStart(7, '0')}`,
+        // The first to expire does in 90 s: Retry-After points there.
+        expiresAt: now + (i === 7 ? 90_000 : 600_000),
+      })),
     ]);
     const ask = (client: TestClient) =>
       app.oauth.app.inject({ method: 'POST', url: '/oauth/device_authorization', headers: FORM, payload: form({ client_id: client.client.clientId, scope: 'read:posts' }) });
@@ -185,8 +190,8 @@ describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (ki
     const count = async () => Number((await app.db.kysely.selectFrom('deviceCodes').select((eb) => eb.fn.countAll<number>().as('n')).where('clientRegistrationId', '=', crowded.client.id).executeTakeFirstOrThrow()).n);
     const before = await count();
     const refused = await ask(crowded);
-    expectTokenError(refused, 429, 'temporarily_unavailable', 'Too many device codes of this client are waiting for their users; retry in a minute.');
-    expect(refused.headers['retry-after']).toBe('60');
+    expectTokenError(refused, 429, 'temporarily_unavailable', 'Too many device codes of this client are waiting for their users; retry after Retry-After seconds.');
+    expect(Number(refused.headers['retry-after'])).toBeOneOf([89, 90]);
     expect(await count()).toBe(before);
     // Another client's users are not affected.
     expect((await ask(tv)).statusCode).toBe(200);
@@ -205,12 +210,28 @@ describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (ki
     };
     const rowsOf = async (client: TestClient) =>
       Number((await app.db.kysely.selectFrom('deviceCodes').select((eb) => eb.fn.countAll<number>().as('n')).where('clientRegistrationId', '=', client.client.id).executeTakeFirstOrThrow()).n);
-    const ADDRESS_FULL = 'Too many device codes of this client requested from this address are waiting for their users; retry in a minute.';
-    const CLIENT_FULL = 'Too many device codes of this client are waiting for their users; retry in a minute.';
-    const expectRefused = (reply: Awaited<ReturnType<typeof ask>>, description: string) => {
+    const ADDRESS_FULL = 'Too many device codes of this client requested from this address are waiting for their users; retry after Retry-After seconds.';
+    const CLIENT_FULL = 'Too many device codes of this client are waiting for their users; retry after Retry-After seconds.';
+    /** Refused; by default the codes waiting were all started just now, so the first frees its place in ten minutes. */
+    const expectRefused = (reply: Awaited<ReturnType<typeof ask>>, description: string, retryAfter: number[] = [599, 600]) => {
       expectTokenError(reply, 429, 'temporarily_unavailable', description);
-      expect(reply.headers['retry-after']).toBe('60');
+      expect(Number(reply.headers['retry-after'])).toBeOneOf(retryAfter);
     };
+
+    it("points Retry-After at the moment the address's first waiting code expires", async () => {
+      const tv = await deviceClient();
+      const now = Date.now();
+      await insertWaitingCodes(
+        tv,
+        Array.from({ length: PER_ADDRESS }, (_, i) => ({
+          key: `soon-${tv.client.id}-${i}`,
+          userCode: `S${i.toString().padStart(7, '0')}`,
+          expiresAt: now + (i === 3 ? 45_000 : 500_000),
+          addressKey: '192.0.2.77',
+        })),
+      );
+      expectRefused(await ask(tv, '192.0.2.77'), ADDRESS_FULL, [44, 45]);
+    });
 
     it(`keeps at most ${PER_ADDRESS} codes of one client waiting per address (an IPv6 /64 is one): then 429, nothing written`, async () => {
       const tv = await deviceClient();
