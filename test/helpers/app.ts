@@ -6,6 +6,7 @@ import { policy } from '../../generated/policy.js';
 import { buildApp, type App, type ServedApi } from '../../src/app.js';
 import { configFrom } from '../../src/config/config.js';
 import { hashPassword } from '../../src/oauth/passwords.js';
+import { USER_SCOPES } from '../../src/oauth/scopes.js';
 import { generateSecret } from '../../src/oauth/secrets.js';
 import { checkClientSettings } from '../../src/operations/client-settings.js';
 import type { PolicyTable } from '../../src/policy/table.js';
@@ -17,10 +18,8 @@ import { SignInBrowser, throughInject } from './sign-in-browser.js';
 
 export const ADMIN_CLIENT_ID = 'portcullis-admin';
 export const ADMIN_CLIENT_SECRET = 'test-admin-client-secret-0123456789abcdefghij';
-export const ALL_API_SCOPES = [
-  'read:users', 'write:users', 'read:posts', 'write:posts', 'read:comments', 'write:comments',
-  'read:clients', 'write:clients', 'read:audit', 'read:schema',
-];
+/** Every scope of the API the contract declares (a resource added to it brings its own): all but OpenID Connect's. */
+export const ALL_API_SCOPES = Object.keys(policy.scopes).filter((scope) => !USER_SCOPES.has(scope));
 /** Where the admin client's authorization responses go (a loopback URI: nothing needs to listen there). */
 export const ADMIN_CLIENT_REDIRECT_URI = 'http://127.0.0.1/callback';
 /** The password of every test user that signs in (`TestUser.signIn`). */
