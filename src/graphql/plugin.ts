@@ -20,6 +20,7 @@ import type { GraphqlContext } from './context.js';
 import type { GraphqlDeps } from './graphql-deps.js';
 import type { GraphqlExchange } from './graphql-exchange.js';
 import { deprecatedFieldsOf } from './deprecated-fields.js';
+import { fieldsMissingResolvers } from './relation-resolvers.js';
 import { resolvers } from './resolvers.js';
 import { CompiledQueries } from './compiled-queries.js';
 import { subscriptionHandler } from './subscriptions/websocket.js';
@@ -87,6 +88,10 @@ export async function registerGraphql(app: FastifyInstance, pluginDeps: GraphqlP
       allowBatchedQueries: false,
     });
     const schema = scope.graphql.schema;
+    const unresolved = fieldsMissingResolvers(schema);
+    if (unresolved.length > 0) {
+      throw new Error(`These GraphQL fields lead to a resource and have no resolver in src/graphql/resolvers.ts (see Post.author): ${unresolved.join(', ')}`);
+    }
     const documents = new DocumentCache();
     const queries = new CompiledQueries(schema);
     const prepared = new WeakMap<DocumentNode, Map<string, PreparedOperation>>();
