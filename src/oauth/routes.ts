@@ -59,6 +59,7 @@ export interface OAuthDeps {
   beforeGrantCommit?: TokenEndpointDeps['beforeGrantCommit'];
   duringGrantCommit?: TokenEndpointDeps['duringGrantCommit'];
   beforeCodeIssued?: PageDeps['beforeCodeIssued'];
+  beforeAccountChange?: PageDeps['beforeAccountChange'];
 }
 
 /**
@@ -149,6 +150,7 @@ function pagesDeps(deps: OAuthDeps): PageDeps {
     forgetUser: deps.forgetUser,
     clock,
     beforeCodeIssued: deps.beforeCodeIssued,
+    beforeAccountChange: deps.beforeAccountChange,
   };
 }
 

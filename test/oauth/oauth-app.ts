@@ -25,7 +25,7 @@ export interface OAuthApp {
 }
 
 /** The test-only seams of the OAuth routes: where a grant or a code issuance waits for the test. */
-export type OAuthSeams = Pick<OAuthDeps, 'beforeGrantCommit' | 'duringGrantCommit' | 'beforeCodeIssued'>;
+export type OAuthSeams = Pick<OAuthDeps, 'beforeGrantCommit' | 'duringGrantCommit' | 'beforeCodeIssued' | 'beforeAccountChange'>;
 
 /** A real Fastify instance with the OAuth routes and, beside them, a JSON route like the REST API's. */
 export async function buildOAuthApp(db: Db, config: Config, scopes: readonly string[] = SCOPES, seams: OAuthSeams = {}): Promise<OAuthApp> {

@@ -27,6 +27,8 @@ export interface PageDeps {
   clock: () => number;
   /** Tests only: awaited after the user's session was checked and before a code or device approval is stored. */
   beforeCodeIssued?: () => Promise<void>;
+  /** Tests only: awaited after the account page checked the current password and before the change is made. */
+  beforeAccountChange?: () => Promise<void>;
 }
 
 /** Who and where a page request comes from, for audit records. */

@@ -1,10 +1,15 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Kysely } from 'kysely';
 import { deleteConsent } from '../../storage/consents.js';
 import { listUserApplications } from '../../storage/user-applications.js';
 import { routes } from '../../../generated/routes.js';
 import { partValidator } from '../../rest/validation.js';
+import { findLiveLoginSession } from '../../storage/login-sessions.js';
+import { lockUser } from '../../storage/row-locks.js';
+import type { Database } from '../../storage/schema.js';
 import { isUniqueViolation } from '../../storage/unique-violation.js';
 import { updatePasswordHash, updateUserEmail } from '../../storage/users.js';
+import { writeTransaction } from '../../storage/write-transaction.js';
 import type { PageDeps } from '../browser/page-deps.js';
 import { browserBinding, type SignedIn } from '../browser/sign-in-sessions.js';
 import { accountPage } from '../pages/account-page.js';
@@ -12,7 +17,7 @@ import { FORM_EXPIRED } from '../pages/error-page.js';
 import { signedOutPage } from '../pages/logout-pages.js';
 import { hashPassword } from '../passwords.js';
 import { revokeUserClientTokens, revokeUserTokens } from '../tokens/access-token-records.js';
-import { credentialStamp, currentCredentialStamp, verifyUserCredentials } from '../user-credentials.js';
+import { checkUserCredentials, credentialStamp, currentCredentialStamp } from '../user-credentials.js';
 import { redirect, requestParams, sendPage, singleParam } from './page-reply.js';
 
 const CONTROL = /[\u0000-\u001f\u007f]/;
@@ -35,7 +40,8 @@ export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): vo
     const context = await formContext(deps, request, form, 'account:password');
     if (!context) return sendPage(reply, FORM_EXPIRED);
     const { signedIn } = context;
-    if (await refuseWithoutPassword(deps, request, reply, signedIn, singleParam(form, 'current_password') ?? '')) return reply;
+    const checked = await checkCurrentPassword(deps, request, reply, signedIn, singleParam(form, 'current_password') ?? '');
+    if (checked === null) return reply;
     const next = singleParam(form, 'new_password') ?? '';
     if (next.length < 12 || next.length > 256 || CONTROL.test(next)) {
       return showAccount(deps, reply, signedIn, request, { notice: null, error: 'The new password must have 12 to 256 characters and no control characters.', status: 400 });
@@ -43,10 +49,11 @@ export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): vo
     const now = new Date(deps.clock()).toISOString();
     const passwordHash = await hashPassword(next);
     // Every token, refresh family and session of the user ends; this browser gets a fresh session.
-    await deps.db.transaction().execute(async (trx) => {
+    const changed = await changeIfUnchanged(deps, signedIn, checked, async (trx) => {
       await updatePasswordHash(trx, signedIn.user.id, passwordHash, now);
       await revokeUserTokens(trx, signedIn.user.id, now);
     });
+    if (!changed) return sendPage(reply, FORM_EXPIRED);
     deps.forgetUser(signedIn.user.id);
     recordAccount(deps, request.id, signedIn, 'account.password');
     const started = await deps.sessions.start(signedIn.user.id);
@@ -66,22 +73,29 @@ export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): vo
     const context = await formContext(deps, request, form, 'account:email');
     if (!context) return sendPage(reply, FORM_EXPIRED);
     const { signedIn } = context;
-    if (await refuseWithoutPassword(deps, request, reply, signedIn, singleParam(form, 'current_password') ?? '')) return reply;
+    const checked = await checkCurrentPassword(deps, request, reply, signedIn, singleParam(form, 'current_password') ?? '');
+    if (checked === null) return reply;
     const email = singleParam(form, 'new_email') ?? '';
     if (!validEmail(email)) {
       return showAccount(deps, reply, signedIn, request, { notice: null, error: 'The new email address is not a valid address (at most 254 characters).', status: 400 });
     }
     const now = new Date(deps.clock()).toISOString();
+    let changed: boolean;
     try {
-      await updateUserEmail(deps.db, signedIn.user.id, email, now);
+      changed = await changeIfUnchanged(deps, signedIn, checked, (trx) => updateUserEmail(trx, signedIn.user.id, email, now));
     } catch (error) {
       if (!isUniqueViolation(error)) throw error;
+      recordAccount(deps, request.id, signedIn, 'account.email', 'deny');
       return showAccount(deps, reply, signedIn, request, { notice: null, error: 'Another account uses that email address.', status: 409 });
     }
+    if (!changed) return sendPage(reply, FORM_EXPIRED);
     deps.forgetUser(signedIn.user.id);
     recordAccount(deps, request.id, signedIn, 'account.email');
-    const changed = { ...signedIn, user: { ...signedIn.user, email, updatedAt: now } };
-    return showAccount(deps, reply, changed, request, { notice: `You now sign in as ${email}.`, error: null });
+    const moved = { ...signedIn, user: { ...signedIn.user, email, updatedAt: now } };
+    // A known-device cookie names the email it was earned under: this browser, which just proved the
+    // password, stays known under the new one.
+    const cookies = [deps.knownDevices.remember(email, checked.credentialStamp)];
+    return showAccount(deps, reply, moved, request, { notice: `You now sign in as ${email}.`, error: null }, cookies);
   });
 
   scope.post('/oauth/account/applications/revoke', async (request, reply) => {
@@ -116,23 +130,50 @@ export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): vo
   });
 }
 
+/** What the current password's check read: the user's version then, and the password's stamp. */
+interface CheckedPassword {
+  updatedAt: string;
+  credentialStamp: string;
+}
+
 /**
  * The current password, checked under the sign-in throttle (a stolen session must not be a way to guess
- * it): false when it is right, else true once the account page with the refusal is sent. (A boolean, not
- * the reply: a reply is a thenable, which an async function's result would be resolved through.)
+ * it; each refusal is recorded as the user's): what the check read when it is right, else null once the
+ * account page with the refusal is sent. (Not the reply itself: a reply is a thenable, which an async
+ * function's result would be resolved through.)
  */
-async function refuseWithoutPassword(deps: PageDeps, request: FastifyRequest, reply: FastifyReply, signedIn: SignedIn, current: string): Promise<boolean> {
+async function checkCurrentPassword(deps: PageDeps, request: FastifyRequest, reply: FastifyReply, signedIn: SignedIn, current: string): Promise<CheckedPassword | null> {
   const knownDevice = await deps.knownDevices.recognizeCurrent(request.headers.cookie, signedIn.user.email, (account) => currentCredentialStamp(deps.db, account));
   const attempt = { account: signedIn.user.email, address: request.ip, knownDevice };
-  const outcome = await deps.throttle.attempt(attempt, async () => (current.length > 256 ? null : verifyUserCredentials(deps.db, signedIn.user.email, current)));
+  const outcome = await deps.throttle.attempt(attempt, async () => (current.length > 256 ? null : checkUserCredentials(deps.db, signedIn.user.email, current)));
+  if (!outcome.throttled && outcome.value !== null && outcome.value.user.id === signedIn.user.id) {
+    return { updatedAt: outcome.value.user.updatedAt, credentialStamp: outcome.value.credentialStamp };
+  }
+  recordAccount(deps, request.id, signedIn, 'account.password_check', 'deny');
   if (outcome.throttled) {
     reply.header('retry-after', String(outcome.retryAfterSeconds));
     await showAccount(deps, reply, signedIn, request, { notice: null, error: 'Too many wrong passwords; try again later.', status: 429 });
-    return true;
+  } else {
+    await showAccount(deps, reply, signedIn, request, { notice: null, error: 'The current password is wrong.', status: 400 });
   }
-  if (outcome.value !== null) return false;
-  await showAccount(deps, reply, signedIn, request, { notice: null, error: 'The current password is wrong.', status: 400 });
-  return true;
+  return null;
+}
+
+/**
+ * Makes a change the current password was checked for, under the user's lock, only if nothing changed
+ * since the check read the user (`updatedAt`: another password or email change, a deactivation) and this
+ * browser's session is still live (signing out everywhere, or a password change elsewhere, ended it):
+ * the scrypt check takes long enough for either to commit meanwhile. False when something did.
+ */
+async function changeIfUnchanged(deps: PageDeps, signedIn: SignedIn, checked: CheckedPassword, change: (trx: Kysely<Database>) => Promise<void>): Promise<boolean> {
+  await deps.beforeAccountChange?.();
+  return writeTransaction(deps.db, async (trx) => {
+    const user = await lockUser(trx, signedIn.user.id);
+    if (!user || !user.active || user.updatedAt !== checked.updatedAt) return false;
+    if ((await findLiveLoginSession(trx, signedIn.sessionId, new Date(deps.clock()).toISOString())) === null) return false;
+    await change(trx);
+    return true;
+  });
 }
 
 /** The contract's rule for a user's email (`UserReplace.email`: its format and length), as the API applies it. */
@@ -177,7 +218,8 @@ async function showAccount(
   );
 }
 
-function recordAccount(deps: PageDeps, requestId: string, signedIn: SignedIn, operation: string): void {
+/** The user's own decision on their account: allowed, or refused (a wrong current password, an email taken). */
+function recordAccount(deps: PageDeps, requestId: string, signedIn: SignedIn, operation: string, decision: 'allow' | 'deny' = 'allow'): void {
   deps.audit.record({
     requestId,
     interface: 'oauth',
@@ -186,7 +228,7 @@ function recordAccount(deps: PageDeps, requestId: string, signedIn: SignedIn, op
     clientId: null,
     resourceType: 'user',
     resourceId: signedIn.user.id,
-    decision: 'allow',
-    reason: 'authenticated',
+    decision,
+    reason: decision === 'allow' ? 'authenticated' : 'authentication',
   });
 }

@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CsrfTokens } from '../../../src/oauth/browser/csrf.js';
-import { verifyPassword } from '../../../src/oauth/passwords.js';
+import { hashPassword, verifyPassword } from '../../../src/oauth/passwords.js';
 import { tokenLookupKey } from '../../../src/oauth/secrets.js';
 import { verifyUserCredentials } from '../../../src/oauth/user-credentials.js';
 import { nowIso } from '../../../src/storage/ids.js';
-import type { UserRecord } from '../../../src/storage/users.js';
+import { revokeUserTokens } from '../../../src/oauth/tokens/access-token-records.js';
+import { updatePasswordHash, type UserRecord } from '../../../src/storage/users.js';
 import { DATABASE_KINDS } from '../../helpers/databases.js';
 import type { TestClient } from '../fixtures.js';
 import { basic, form, FORM } from '../oauth-app.js';
@@ -121,12 +122,19 @@ describe.each(DATABASE_KINDS)('account page and sign-out on %s', (kind) => {
       notice: `You now sign in as ${moved}.`,
       shown: true,
     });
+    // This browser stays a known device of the account under its new email.
+    expect(String(changed.headers['set-cookie'] ?? '')).toMatch(/portcullis-device=[^;]+;/);
     expect(await verifyUserCredentials(app.db.kysely, moved, PASSWORD)).toMatchObject({ id: user.id, email: moved });
     expect(await verifyUserCredentials(app.db.kysely, user.email, PASSWORD)).toBeNull();
     // The account's sessions and tokens go on: the credentials did not change.
     expect(await tokenWorks(tokens.access_token)).toBe(true);
-    expect(app.oauth.decisions).toContainEqual(expect.objectContaining({ operation: 'account.email', subject: user.id, resourceType: 'user', resourceId: user.id, decision: 'allow' }));
-    expect(app.oauth.decisions.filter((d) => d.operation === 'account.email' && d.subject === user.id)).toHaveLength(1);
+    // Recorded as the user's decisions: the wrong password, the address another account has, the change.
+    const own = { requestId: expect.any(String), interface: 'oauth', subject: user.id, clientId: null, resourceType: 'user', resourceId: user.id };
+    expect(app.oauth.decisions.filter((d) => d.subject === user.id && d.operation.startsWith('account.'))).toEqual([
+      { ...own, operation: 'account.password_check', decision: 'deny', reason: 'authentication' },
+      { ...own, operation: 'account.email', decision: 'deny', reason: 'authentication' },
+      { ...own, operation: 'account.email', decision: 'allow', reason: 'authenticated' },
+    ]);
   }, 90_000);
 
   it('withdraws consent for one application, ending its tokens, and asks again next time', async () => {
@@ -259,6 +267,79 @@ describe.each(DATABASE_KINDS)('account page and sign-out on %s', (kind) => {
     expectErrorPage(elsewhere, 400, 'Invalid sign-out request', 'The post_logout_redirect_uri is not registered for this application.');
     expect((await browser.get('/oauth/account')).statusCode).toBe(200);
   });
+});
+
+// The current password takes a slow hash to check: a change made meanwhile elsewhere (the password changed
+// in another browser, signing out everywhere) must win over the form that was checked before it.
+describe.each(DATABASE_KINDS)('account changes racing another change on %s', (kind) => {
+  let app: FlowApp;
+  let web: TestClient;
+  let meanwhile: (() => Promise<void>) | null = null;
+
+  beforeAll(async () => {
+    app = await openFlowApp(kind, {}, { beforeAccountChange: async () => meanwhile?.() });
+    web = await createWebClient(app.db);
+  });
+  afterAll(() => app.close());
+
+  /** The victim changes the password elsewhere, ending every session, as the password form does. */
+  const passwordChangedElsewhere = (user: UserRecord) => async () => {
+    const now = nowIso();
+    const passwordHash = await hashPassword(NEW_PASSWORD);
+    await app.db.kysely.transaction().execute(async (trx) => {
+      await updatePasswordHash(trx, user.id, passwordHash, now);
+      await revokeUserTokens(trx, user.id, now);
+    });
+  };
+
+  async function onAccountPage(user: UserRecord, form: string) {
+    const browser = new Browser(app.oauth.app);
+    await obtainCode(app, browser, web, user, { scope: 'read:posts' });
+    return { browser, fields: formFields((await browser.get('/oauth/account')).body, form) };
+  }
+
+  it('refuses an email change whose password check an elsewhere password change overtook: nothing changes', async () => {
+    const user = await createUser(app.db);
+    const { browser, fields } = await onAccountPage(user, '/oauth/account/email');
+    meanwhile = passwordChangedElsewhere(user);
+    try {
+      const reply = await browser.post('/oauth/account/email', { csrf_token: fields.csrf_token!, current_password: PASSWORD, new_email: `taken-over-${user.id}@example.com` });
+      expect({ status: reply.statusCode, heading: pageHeading(reply.body) }).toEqual({ status: 403, heading: 'Form expired' });
+    } finally {
+      meanwhile = null;
+    }
+    expect(await app.db.kysely.selectFrom('users').select('email').where('id', '=', user.id).executeTakeFirstOrThrow()).toEqual({ email: user.email });
+  }, 90_000);
+
+  it('refuses a password change that an elsewhere password change overtook: the newer password stays, no session is started', async () => {
+    const user = await createUser(app.db);
+    const { browser, fields } = await onAccountPage(user, '/oauth/account/password');
+    meanwhile = passwordChangedElsewhere(user);
+    try {
+      const reply = await browser.post('/oauth/account/password', { csrf_token: fields.csrf_token!, current_password: PASSWORD, new_password: 'the-attackers-password-1' });
+      expect({ status: reply.statusCode, heading: pageHeading(reply.body), cookie: reply.headers['set-cookie'] }).toEqual({ status: 403, heading: 'Form expired', cookie: undefined });
+    } finally {
+      meanwhile = null;
+    }
+    const stored = await app.db.kysely.selectFrom('users').select('passwordHash').where('id', '=', user.id).executeTakeFirstOrThrow();
+    expect(await verifyPassword(NEW_PASSWORD, stored.passwordHash)).toBe(true);
+    expect((await browser.get('/oauth/account')).statusCode).toBe(303);
+  }, 90_000);
+
+  it('refuses an email change once the session it was made in has ended (signed out everywhere meanwhile)', async () => {
+    const user = await createUser(app.db);
+    const { browser, fields } = await onAccountPage(user, '/oauth/account/email');
+    meanwhile = async () => {
+      await app.db.kysely.transaction().execute((trx) => revokeUserTokens(trx, user.id, nowIso()));
+    };
+    try {
+      const reply = await browser.post('/oauth/account/email', { csrf_token: fields.csrf_token!, current_password: PASSWORD, new_email: `late-${user.id}@example.com` });
+      expect({ status: reply.statusCode, heading: pageHeading(reply.body) }).toEqual({ status: 403, heading: 'Form expired' });
+    } finally {
+      meanwhile = null;
+    }
+    expect(await app.db.kysely.selectFrom('users').select('email').where('id', '=', user.id).executeTakeFirstOrThrow()).toEqual({ email: user.email });
+  }, 90_000);
 });
 
 describe.each(DATABASE_KINDS)('userinfo, introspection and revocation of refresh tokens on %s', (kind) => {
