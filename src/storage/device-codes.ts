@@ -47,12 +47,16 @@ export async function lockAddressDeviceCodes(db: Kysely<Database>, clientRegistr
 }
 
 /**
- * The same for all of a registration's waiting codes, whichever address asked. Taken after the address's
- * lock, never before it, so that two transactions cannot each hold the lock the other waits for. A row lock
- * on the registration would also wait for its grants in progress, which hold it shared (grant-store.ts).
+ * The same for all of a registration's waiting codes, whichever address asked: `shared` by requests far from
+ * the client's bound, which need not wait for each other, `exclusive` near it, which waits for them all.
+ * Taken after the address's lock, never before it, so that two transactions cannot each hold the lock the
+ * other waits for. A row lock on the registration would also wait for its grants in progress, which hold it
+ * shared (grant-store.ts).
  */
-export async function lockPendingDeviceCodes(db: Kysely<Database>, clientRegistrationId: string): Promise<void> {
-  if (!isSqlite(db)) await sql`select pg_advisory_xact_lock(${PENDING_DEVICE_CODES_LOCK}, hashtext(${clientRegistrationId}))`.execute(db);
+export async function lockPendingDeviceCodes(db: Kysely<Database>, clientRegistrationId: string, mode: 'shared' | 'exclusive'): Promise<void> {
+  if (isSqlite(db)) return;
+  if (mode === 'shared') await sql`select pg_advisory_xact_lock_shared(${PENDING_DEVICE_CODES_LOCK}, hashtext(${clientRegistrationId}))`.execute(db);
+  else await sql`select pg_advisory_xact_lock(${PENDING_DEVICE_CODES_LOCK}, hashtext(${clientRegistrationId}))`.execute(db);
 }
 
 export async function findDeviceCode(db: Kysely<Database>, deviceCodeHash: string): Promise<DeviceCodeRow | null> {

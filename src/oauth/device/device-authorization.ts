@@ -31,11 +31,10 @@ export const MAX_PENDING_DEVICE_CODES = 10_000;
  */
 export const MAX_PENDING_DEVICE_CODES_PER_ADDRESS = 20;
 /**
- * How near MAX_PENDING_DEVICE_CODES the client's count must come before it is taken again under the
- * registration's lock. Far from the bound no lock is needed (codes other transactions are adding and have
- * not committed are missed, and there are only as many of those as the database has connections), and
- * taking it there made every request for a public client's codes, anonymous ones included, wait for every
- * other while holding a pooled connection.
+ * How near MAX_PENDING_DEVICE_CODES the client's count must come before requests take the registration's
+ * lock exclusively (checkRoomForDeviceCode). Far from the bound they hold it shared: taken exclusively by
+ * every request, it made every request for a public client's codes, anonymous ones included, wait for
+ * every other while holding a pooled connection.
  */
 const CLIENT_LOCK_MARGIN = 1_000;
 
@@ -67,32 +66,41 @@ export async function startDeviceAuthorization(
   const requester = addressKey(sourceAddress);
   const createdAt = new Date(now).toISOString();
   const deviceCode = generateSecret();
+  // Far from the client's bound first; a request that finds the client near it is made again on that path.
+  let nearTheBound = false;
   // A collision with a live user code is retried; 20^8 codes make a second one practically impossible.
   for (let attempt = 0; attempt < 5; attempt++) {
     const userCode = generateUserCode();
+    const add = () =>
+      writeTransaction(db, async (trx) => {
+        await checkRoomForDeviceCode(trx, client.id, requester, createdAt, nearTheBound);
+        await insertDeviceCode(trx, {
+          deviceCodeHash: digestSecret(deviceCode),
+          userCode,
+          grantId: newId(),
+          clientId: client.clientId,
+          clientRegistrationId: client.id,
+          addressKey: requester,
+          scopes: scopes.join(' '),
+          status: 'pending',
+          userId: null,
+          authTime: null,
+          intervalSeconds: DEVICE_POLL_INTERVAL_SECONDS,
+          lastPolledAt: null,
+          createdAt,
+          expiresAt: new Date(now + DEVICE_CODE_TTL_SECONDS * 1000).toISOString(),
+        });
+      });
     try {
-      await oneAtATime(db, `${client.id} ${requester}`, () =>
-        writeTransaction(db, async (trx) => {
-          await checkRoomForDeviceCode(trx, client.id, requester, createdAt);
-          await insertDeviceCode(trx, {
-            deviceCodeHash: digestSecret(deviceCode),
-            userCode,
-            grantId: newId(),
-            clientId: client.clientId,
-            clientRegistrationId: client.id,
-            addressKey: requester,
-            scopes: scopes.join(' '),
-            status: 'pending',
-            userId: null,
-            authTime: null,
-            intervalSeconds: DEVICE_POLL_INTERVAL_SECONDS,
-            lastPolledAt: null,
-            createdAt,
-            expiresAt: new Date(now + DEVICE_CODE_TTL_SECONDS * 1000).toISOString(),
-          });
-        }),
-      );
+      // Near the bound, this process's requests for the client also wait their turn in memory: one pooled
+      // connection at a time waits for the registration's lock, whoever asks.
+      await oneAtATime(db, `${client.id} ${requester}`, () => (nearTheBound ? oneAtATime(db, client.id, add) : add()));
     } catch (error) {
+      if (error instanceof NearTheBound && !nearTheBound) {
+        nearTheBound = true;
+        attempt--;
+        continue;
+      }
       if (isUniqueViolation(error)) continue;
       throw error;
     }
@@ -109,18 +117,30 @@ export async function startDeviceAuthorization(
   throw new Error('Could not allocate a unique user code');
 }
 
+/** Thrown on the path far from the client's bound when the client turns out to be near it: made again there. */
+class NearTheBound extends Error {}
+
 /**
  * Refuses another code while the requesting address, or the client as a whole, has as many waiting as it
- * may. The address's codes are counted under a lock of that address's, in the transaction that then adds
- * the code, so that parallel requests cannot each count the same codes and together pass the bound; the
- * client's are counted again under the registration's lock once they come near theirs. Requests from
- * different addresses therefore wait for each other only when the client is nearly full. RFC 8628 §3.2 has
- * this endpoint answer errors as the token endpoint does (RFC 6749 §5.2); `slow_down` belongs to the
- * device's polling (§3.5) and has no meaning here, so both bounds answer `temporarily_unavailable`, 429
- * with Retry-After: a code frees its place once its user answers or, at the latest, when it expires, which
- * is when Retry-After points to (a device that waits that long is sure to get one).
+ * may; on PostgreSQL, the locks that make both bounds exact (on SQLite the write transaction already excludes
+ * every other writer). Locks are taken address first, then the registration's, so no two transactions wait
+ * on each other in a cycle.
+ *
+ * - The address's codes are counted under that address's lock, in the transaction that then adds the code,
+ *   so that parallel requests cannot each count the same codes and together pass the bound.
+ * - Far from the client's bound, a request holds the registration's lock shared, which requests far from
+ *   it do not wait for each other for, and adds its code if the count under it is still far from the bound.
+ * - Near the bound (within CLIENT_LOCK_MARGIN), it takes the registration's lock exclusively, which waits
+ *   for every transaction holding it shared to end, and counts again: every code added is then counted.
+ *   (Those far-path transactions counted below the margin, and there cannot be a thousand at once: the
+ *   database has fewer connections.) A client already full is refused on a count taken without waiting.
+ *
+ * RFC 8628 §3.2 has this endpoint answer errors as the token endpoint does (RFC 6749 §5.2); `slow_down`
+ * belongs to the device's polling (§3.5) and has no meaning here, so both bounds answer
+ * `temporarily_unavailable`, 429 with Retry-After: a code frees its place once its user answers or, at the
+ * latest, when it expires, which is when Retry-After points to.
  */
-async function checkRoomForDeviceCode(trx: Kysely<Database>, clientRegistrationId: string, requester: string, now: string): Promise<void> {
+async function checkRoomForDeviceCode(trx: Kysely<Database>, clientRegistrationId: string, requester: string, now: string, nearTheBound: boolean): Promise<void> {
   await lockAddressDeviceCodes(trx, clientRegistrationId, requester);
   const ofAddress = await pendingDeviceCodes(trx, clientRegistrationId, now, requester);
   if (ofAddress.count >= MAX_PENDING_DEVICE_CODES_PER_ADDRESS) {
@@ -128,16 +148,24 @@ async function checkRoomForDeviceCode(trx: Kysely<Database>, clientRegistrationI
       'retry-after': secondsUntilFreed(ofAddress, now),
     });
   }
+  // Without waiting for any lock of the client's: already full is refused, near the bound changes path.
   let ofClient = await pendingDeviceCodes(trx, clientRegistrationId, now);
-  if (ofClient.count >= MAX_PENDING_DEVICE_CODES - CLIENT_LOCK_MARGIN) {
-    await lockPendingDeviceCodes(trx, clientRegistrationId);
-    ofClient = await pendingDeviceCodes(trx, clientRegistrationId, now);
+  if (ofClient.count >= MAX_PENDING_DEVICE_CODES) throw clientFull(ofClient, now);
+  if (!nearTheBound) {
+    if (ofClient.count >= MAX_PENDING_DEVICE_CODES - CLIENT_LOCK_MARGIN) throw new NearTheBound();
+    await lockPendingDeviceCodes(trx, clientRegistrationId, 'shared');
+    if ((await pendingDeviceCodes(trx, clientRegistrationId, now)).count >= MAX_PENDING_DEVICE_CODES - CLIENT_LOCK_MARGIN) throw new NearTheBound();
+    return;
   }
-  if (ofClient.count >= MAX_PENDING_DEVICE_CODES) {
-    throw new OAuthError('temporarily_unavailable', 'Too many device codes of this client are waiting for their users; retry after Retry-After seconds.', 429, {
-      'retry-after': secondsUntilFreed(ofClient, now),
-    });
-  }
+  await lockPendingDeviceCodes(trx, clientRegistrationId, 'exclusive');
+  ofClient = await pendingDeviceCodes(trx, clientRegistrationId, now);
+  if (ofClient.count >= MAX_PENDING_DEVICE_CODES) throw clientFull(ofClient, now);
+}
+
+function clientFull(ofClient: PendingDeviceCodes, now: string): OAuthError {
+  return new OAuthError('temporarily_unavailable', 'Too many device codes of this client are waiting for their users; retry after Retry-After seconds.', 429, {
+    'retry-after': secondsUntilFreed(ofClient, now),
+  });
 }
 
 /** Whole seconds until the first waiting code expires (at least 1). */

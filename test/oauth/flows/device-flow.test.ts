@@ -336,10 +336,21 @@ describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (ki
       const answered = (reply: Promise<unknown>) =>
         Promise.race([reply.then(() => 'answered'), new Promise((resolve) => setTimeout(resolve, 3000, 'still waiting'))]);
 
-      it("far from the client's bound, a request does not wait for the client's lock", async () => {
+      /** A client with `count` codes waiting, none of them this test's addresses'. */
+      async function clientWith(count: number, letter: string) {
+        const tv = await deviceClient();
+        const now = Date.now();
+        await insertWaitingCodes(
+          tv,
+          Array.from({ length: count }, (_, i) => ({ key: `held-${tv.client.id}-${i}`, userCode: `${letter}${i.toString().padStart(7, '0')}`, expiresAt: now + 600_000 })),
+        );
+        return tv;
+      }
+
+      it("far from the client's bound, requests hold the client's lock shared: one in flight does not hold up another", async () => {
         const tv = await deviceClient();
         const reply = await whileHeld(
-          (trx) => lockPendingDeviceCodes(trx, tv.client.id),
+          (trx) => lockPendingDeviceCodes(trx, tv.client.id, 'shared'),
           async () => {
             const pending = ask(tv, '192.0.2.61');
             expect(await answered(pending)).toBe('answered');
@@ -349,15 +360,10 @@ describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (ki
         expect(reply.statusCode, reply.body).toBe(200);
       });
 
-      it("near it, a request counts again under the client's lock, and waits for it", async () => {
-        const tv = await deviceClient();
-        const now = Date.now();
-        await insertWaitingCodes(
-          tv,
-          Array.from({ length: MAX_PENDING_DEVICE_CODES - 999 }, (_, i) => ({ key: `near-${tv.client.id}-${i}`, userCode: `N${i.toString().padStart(7, '0')}`, expiresAt: now + 600_000 })),
-        );
+      it('near it, a request takes the lock exclusively and so waits for the requests in flight far from it, then counts', async () => {
+        const tv = await clientWith(MAX_PENDING_DEVICE_CODES - 999, 'H');
         const pending = await whileHeld(
-          (trx) => lockPendingDeviceCodes(trx, tv.client.id),
+          (trx) => lockPendingDeviceCodes(trx, tv.client.id, 'shared'),
           async () => {
             const pending = ask(tv, '192.0.2.62');
             await untilWaiting(CLIENT_LOCK);
@@ -366,6 +372,35 @@ describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (ki
           },
         );
         expect((await pending.pending).statusCode).toBe(200);
+      });
+
+      it("near it, this process's requests from many addresses wait for the client's lock on one connection", async () => {
+        const tv = await clientWith(MAX_PENDING_DEVICE_CODES - 999, 'K');
+        const replies = await whileHeld(
+          (trx) => lockPendingDeviceCodes(trx, tv.client.id, 'shared'),
+          async () => {
+            const replies = Array.from({ length: 5 }, (_, i) => ask(tv, `192.0.2.${70 + i}`));
+            await untilWaiting(CLIENT_LOCK);
+            // Time for the other four to reach the lock, had they each a connection to wait on.
+            await new Promise((resolve) => setTimeout(resolve, 300));
+            expect(await waiting(CLIENT_LOCK)).toBe(1);
+            return replies;
+          },
+        );
+        expect((await Promise.all(replies)).map((reply) => reply.statusCode)).toEqual([200, 200, 200, 200, 200]);
+      });
+
+      it('at the bound, a request is refused without waiting for the lock', async () => {
+        const tv = await clientWith(MAX_PENDING_DEVICE_CODES, 'J');
+        const reply = await whileHeld(
+          (trx) => lockPendingDeviceCodes(trx, tv.client.id, 'exclusive'),
+          async () => {
+            const pending = ask(tv, '192.0.2.65');
+            expect(await answered(pending)).toBe('answered');
+            return pending;
+          },
+        );
+        expectRefused(reply, CLIENT_FULL);
       });
 
       it("one address's parallel requests wait for its lock on one connection, not one each", async () => {
