@@ -62,7 +62,10 @@ async function authenticated(request: FastifyRequest, deps: UserinfoDeps): Promi
   // RFC 6750 §2.2 (a form field) and §2.3 (the query) are not accepted: tokens in bodies and URLs leak.
   if (request.headers.authorization === undefined) throw new OAuthError('invalid_request', 'Send the access token as "Authorization: Bearer <token>".', 401, { 'www-authenticate': REALM });
   try {
-    return await deps.authenticateBearer(request.headers.authorization);
+    const principal = await deps.authenticateBearer(request.headers.authorization);
+    // An Authorization header with no credentials in it (empty) is no token either.
+    if (principal.kind === 'anonymous') throw invalidToken('The access token is invalid, expired or revoked.');
+    return principal;
   } catch (error) {
     if (error instanceof ApiError && error.code === 'UNAUTHENTICATED') throw invalidToken('The access token is invalid, expired or revoked.');
     throw error;

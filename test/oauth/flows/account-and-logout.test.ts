@@ -398,11 +398,15 @@ describe.each(DATABASE_KINDS)('userinfo, introspection and revocation of refresh
     expect({ status: idAsAccess.statusCode, challenge: idAsAccess.headers['www-authenticate'] }).toEqual({ status: 401, challenge: 'Bearer realm="portcullis", error="invalid_token"' });
     const none = await app.oauth.app.inject({ method: 'GET', url: '/oauth/userinfo' });
     expect({ status: none.statusCode, challenge: none.headers['www-authenticate'] }).toEqual({ status: 401, challenge: 'Bearer realm="portcullis"' });
+    // A header with nothing in it is no token either (not a caller without openid).
+    const empty = await app.oauth.app.inject({ method: 'GET', url: '/oauth/userinfo', headers: { authorization: '' } });
+    expect({ status: empty.statusCode, challenge: empty.headers['www-authenticate'] }).toEqual({ status: 401, challenge: 'Bearer realm="portcullis", error="invalid_token"' });
     // Recorded: the user's token refused for its scope as the user's decision; the refused tokens as the
     // address's (the audit log aggregates those per window).
     const refused = { requestId: expect.any(String), interface: 'oauth', operation: 'userinfo', resourceType: 'user', sourceAddress: '127.0.0.1', decision: 'deny' };
     expect(app.oauth.decisions.slice(recorded).filter((d) => d.operation === 'userinfo')).toEqual([
       { ...refused, subject: user.id, clientId: web.client.clientId, resourceId: user.id, reason: 'scope' },
+      { ...refused, subject: null, clientId: null, resourceId: null, reason: 'authentication' },
       { ...refused, subject: null, clientId: null, resourceId: null, reason: 'authentication' },
       { ...refused, subject: null, clientId: null, resourceId: null, reason: 'authentication' },
     ]);
