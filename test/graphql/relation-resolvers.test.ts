@@ -19,4 +19,20 @@ describe('fields of a resource type that lead to another resource', () => {
     (schema.getType('Jotting') as GraphQLObjectType).getFields().author!.resolve = () => null;
     expect(fieldsMissingResolvers(schema)).toEqual(['User.jottings']);
   });
+
+  it('see through interfaces, unions, Relay edges and @auth given by an extension', () => {
+    const schema = buildSchema(`
+      directive @auth(scopes: [String!]!, permission: String, resource: String) on FIELD_DEFINITION | OBJECT
+      type User @auth(scopes: ["read:users"], resource: "user") { id: ID!, pinned: Pinnable, found: Found, followers: UserEdges }
+      interface Pinnable { id: ID! }
+      type Jotting implements Pinnable { id: ID! }
+      extend type Jotting @auth(scopes: ["read:jottings"], resource: "jotting")
+      type Label { text: String }
+      union Found = Jotting | Label
+      type UserEdges { edges: [UserEdge!]! }
+      type UserEdge { node: User! }
+      type Query { me: User @auth(scopes: ["read:users"]) }
+    `);
+    expect(fieldsMissingResolvers(schema)).toEqual(['User.pinned', 'User.found', 'User.followers']);
+  });
 });
