@@ -51,6 +51,13 @@ export class SignInSessions {
     return started.session;
   }
 
+  /** `start`, in the caller's write transaction: one that holds the user's lock and has checked the user. */
+  async startWithin(trx: Kysely<Database>, userId: string): Promise<StartedSession> {
+    const started = this.#session(userId);
+    await insertLoginSession(trx, started.row);
+    return started.session;
+  }
+
   /**
    * A session for a user whose password was just checked, stored under the user's lock only if the user
    * is still active and unchanged since (`checkedUpdatedAt`, the row's `updatedAt` the check read): a

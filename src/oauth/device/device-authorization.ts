@@ -132,8 +132,9 @@ class NearTheBound extends Error {}
  *   it do not wait for each other for, and adds its code if the count under it is still far from the bound.
  * - Near the bound (within CLIENT_LOCK_MARGIN), it takes the registration's lock exclusively, which waits
  *   for every transaction holding it shared to end, and counts again: every code added is then counted.
- *   (Those far-path transactions counted below the margin, and there cannot be a thousand at once: the
- *   database has fewer connections.) A client already full is refused on a count taken without waiting.
+ *   (Those far-path transactions counted below the margin, so the bound is exact while fewer than
+ *   CLIENT_LOCK_MARGIN of them can be in flight at once: fewer than the database's connections, 100 by
+ *   default on PostgreSQL.) A client already full is refused on a count taken without waiting.
  *
  * RFC 8628 §3.2 has this endpoint answer errors as the token endpoint does (RFC 6749 §5.2); `slow_down`
  * belongs to the device's polling (§3.5) and has no meaning here, so both bounds answer

@@ -11,7 +11,7 @@ import { isUniqueViolation } from '../../storage/unique-violation.js';
 import { updatePasswordHash, updateUserEmail } from '../../storage/users.js';
 import { writeTransaction } from '../../storage/write-transaction.js';
 import type { PageDeps } from '../browser/page-deps.js';
-import { browserBinding, type SignedIn } from '../browser/sign-in-sessions.js';
+import { browserBinding, type SignedIn, type StartedSession } from '../browser/sign-in-sessions.js';
 import { accountPage } from '../pages/account-page.js';
 import { FORM_EXPIRED } from '../pages/error-page.js';
 import { signedOutPage } from '../pages/logout-pages.js';
@@ -48,19 +48,22 @@ export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): vo
     }
     const now = new Date(deps.clock()).toISOString();
     const passwordHash = await hashPassword(next);
-    // Every token, refresh family and session of the user ends; this browser gets a fresh session.
+    // Every token, refresh family and session of the user ends; this browser gets a fresh session, stored
+    // under the same lock, so that a reset or deactivation committed after the change also ends it.
+    let started: StartedSession | null = null;
     const changed = await changeIfUnchanged(deps, signedIn, checked, async (trx) => {
       await updatePasswordHash(trx, signedIn.user.id, passwordHash, now);
       await revokeUserTokens(trx, signedIn.user.id, now);
+      started = await deps.sessions.startWithin(trx, signedIn.user.id);
     });
-    if (!changed) return sendPage(reply, FORM_EXPIRED);
+    if (!changed || started === null) return formExpired(deps, request, reply, signedIn, 'account.password');
+    const session: StartedSession = started;
     deps.forgetUser(signedIn.user.id);
     recordAccount(deps, request.id, signedIn, 'account.password');
-    const started = await deps.sessions.start(signedIn.user.id);
-    const renewed = { ...signedIn, sessionId: started.sessionId };
+    const renewed = { ...signedIn, sessionId: session.sessionId };
     // The change ended every known-device cookie of the account (they are bound to the password); this
     // browser, which just proved the current one, is known again.
-    const cookies = [started.setCookie, deps.knownDevices.remember(signedIn.user.email, credentialStamp(passwordHash))];
+    const cookies = [session.setCookie, deps.knownDevices.remember(signedIn.user.email, credentialStamp(passwordHash))];
     return showAccount(deps, reply, renewed, request, { notice: 'Your password was changed. Other devices and applications were signed out.', error: null }, cookies);
   });
 
@@ -85,10 +88,11 @@ export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): vo
       changed = await changeIfUnchanged(deps, signedIn, checked, (trx) => updateUserEmail(trx, signedIn.user.id, email, now));
     } catch (error) {
       if (!isUniqueViolation(error)) throw error;
-      recordAccount(deps, request.id, signedIn, 'account.email', 'deny');
+      // Not an authorization decision (the password was right): recorded under its own name.
+      recordAccount(deps, request.id, signedIn, 'account.email_taken');
       return showAccount(deps, reply, signedIn, request, { notice: null, error: 'Another account uses that email address.', status: 409 });
     }
-    if (!changed) return sendPage(reply, FORM_EXPIRED);
+    if (!changed) return formExpired(deps, request, reply, signedIn, 'account.email');
     deps.forgetUser(signedIn.user.id);
     recordAccount(deps, request.id, signedIn, 'account.email');
     const moved = { ...signedIn, user: { ...signedIn.user, email, updatedAt: now } };
@@ -133,6 +137,7 @@ export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): vo
 /** What the current password's check read: the user's version then, and the password's stamp. */
 interface CheckedPassword {
   updatedAt: string;
+  revocations: number;
   credentialStamp: string;
 }
 
@@ -147,16 +152,23 @@ async function checkCurrentPassword(deps: PageDeps, request: FastifyRequest, rep
   const attempt = { account: signedIn.user.email, address: request.ip, knownDevice };
   const outcome = await deps.throttle.attempt(attempt, async () => (current.length > 256 ? null : checkUserCredentials(deps.db, signedIn.user.email, current)));
   if (!outcome.throttled && outcome.value !== null && outcome.value.user.id === signedIn.user.id) {
-    return { updatedAt: outcome.value.user.updatedAt, credentialStamp: outcome.value.credentialStamp };
+    return { updatedAt: outcome.value.user.updatedAt, revocations: outcome.value.revocations, credentialStamp: outcome.value.credentialStamp };
   }
-  recordAccount(deps, request.id, signedIn, 'account.password_check', 'deny');
   if (outcome.throttled) {
+    // Refused before any password was checked: the throttle bounds these, and they are not recorded one by one.
     reply.header('retry-after', String(outcome.retryAfterSeconds));
     await showAccount(deps, reply, signedIn, request, { notice: null, error: 'Too many wrong passwords; try again later.', status: 429 });
   } else {
+    recordAccount(deps, request.id, signedIn, 'account.password_check', 'deny');
     await showAccount(deps, reply, signedIn, request, { notice: null, error: 'The current password is wrong.', status: 400 });
   }
   return null;
+}
+
+/** A change refused because the user or the session changed since the password check: recorded, then the expired-form page. */
+function formExpired(deps: PageDeps, request: FastifyRequest, reply: FastifyReply, signedIn: SignedIn, operation: string): FastifyReply {
+  recordAccount(deps, request.id, signedIn, operation, 'deny');
+  return sendPage(reply, FORM_EXPIRED);
 }
 
 /**
@@ -169,7 +181,8 @@ async function changeIfUnchanged(deps: PageDeps, signedIn: SignedIn, checked: Ch
   await deps.beforeAccountChange?.();
   return writeTransaction(deps.db, async (trx) => {
     const user = await lockUser(trx, signedIn.user.id);
-    if (!user || !user.active || user.updatedAt !== checked.updatedAt) return false;
+    // `revocations` too: two changes within one millisecond would leave `updatedAt` as it was.
+    if (!user || !user.active || user.updatedAt !== checked.updatedAt || user.revocations !== checked.revocations) return false;
     if ((await findLiveLoginSession(trx, signedIn.sessionId, new Date(deps.clock()).toISOString())) === null) return false;
     await change(trx);
     return true;

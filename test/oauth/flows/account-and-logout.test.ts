@@ -128,11 +128,11 @@ describe.each(DATABASE_KINDS)('account page and sign-out on %s', (kind) => {
     expect(await verifyUserCredentials(app.db.kysely, user.email, PASSWORD)).toBeNull();
     // The account's sessions and tokens go on: the credentials did not change.
     expect(await tokenWorks(tokens.access_token)).toBe(true);
-    // Recorded as the user's decisions: the wrong password, the address another account has, the change.
+    // Recorded as the user's: the wrong password (a denial), the address another account has, the change.
     const own = { requestId: expect.any(String), interface: 'oauth', subject: user.id, clientId: null, resourceType: 'user', resourceId: user.id };
     expect(app.oauth.decisions.filter((d) => d.subject === user.id && d.operation.startsWith('account.'))).toEqual([
       { ...own, operation: 'account.password_check', decision: 'deny', reason: 'authentication' },
-      { ...own, operation: 'account.email', decision: 'deny', reason: 'authentication' },
+      { ...own, operation: 'account.email_taken', decision: 'allow', reason: 'authenticated' },
       { ...own, operation: 'account.email', decision: 'allow', reason: 'authenticated' },
     ]);
   }, 90_000);
@@ -309,6 +309,10 @@ describe.each(DATABASE_KINDS)('account changes racing another change on %s', (ki
       meanwhile = null;
     }
     expect(await app.db.kysely.selectFrom('users').select('email').where('id', '=', user.id).executeTakeFirstOrThrow()).toEqual({ email: user.email });
+    // The proved password whose change was refused leaves a trace.
+    expect(app.oauth.decisions.filter((d) => d.subject === user.id && d.operation.startsWith('account.'))).toEqual([
+      expect.objectContaining({ operation: 'account.email', decision: 'deny', reason: 'authentication' }),
+    ]);
   }, 90_000);
 
   it('refuses a password change that an elsewhere password change overtook: the newer password stays, no session is started', async () => {
@@ -324,6 +328,9 @@ describe.each(DATABASE_KINDS)('account changes racing another change on %s', (ki
     const stored = await app.db.kysely.selectFrom('users').select('passwordHash').where('id', '=', user.id).executeTakeFirstOrThrow();
     expect(await verifyPassword(NEW_PASSWORD, stored.passwordHash)).toBe(true);
     expect((await browser.get('/oauth/account')).statusCode).toBe(303);
+    expect(app.oauth.decisions.filter((d) => d.subject === user.id && d.operation.startsWith('account.'))).toEqual([
+      expect.objectContaining({ operation: 'account.password', decision: 'deny', reason: 'authentication' }),
+    ]);
   }, 90_000);
 
   it('refuses an email change once the session it was made in has ended (signed out everywhere meanwhile)', async () => {
