@@ -94,7 +94,7 @@ export async function startDeviceAuthorization(
     try {
       // Near the bound, this process's requests for the client also wait their turn in memory: one pooled
       // connection at a time waits for the registration's lock, whoever asks.
-      await oneAtATime(db, `${client.id} ${requester}`, () => (nearTheBound ? oneAtATime(db, client.id, add) : add()));
+      await oneAtATime(db, `${client.id} ${requester}`, () => (nearTheBound ? oneAtATime(db, client.id, add, MAX_WAITING_NEAR_THE_BOUND) : add()));
     } catch (error) {
       if (error instanceof NearTheBound && !nearTheBound) {
         nearTheBound = true;
@@ -179,21 +179,34 @@ function secondsUntilFreed(pending: PendingDeviceCodes, now: string): string {
  * Requests of one address for one client's codes, in this process and on this database, one at a time: on
  * PostgreSQL each would otherwise hold a pooled connection while it waits for the address's lock, so one
  * address sending many at once could take every connection of the pool. What waits here is a callback.
+ * Near the client's bound its requests from every address take turns too, at most `maxWaiting` of them.
  */
-const turns = new WeakMap<Kysely<Database>, Map<string, Promise<void>>>();
+const turns = new WeakMap<Kysely<Database>, Map<string, { tail: Promise<void>; queued: number }>>();
 
-async function oneAtATime<T>(db: Kysely<Database>, key: string, work: () => Promise<T>): Promise<T> {
+/**
+ * Requests near a client's bound that may wait in one process for its turn: one at a time takes the
+ * registration's lock exclusively, in a few statements, so a hundred is a fraction of a second of waiting.
+ * Beyond it a request is refused at once (429, Retry-After 1) rather than held.
+ */
+const MAX_WAITING_NEAR_THE_BOUND = 100;
+
+async function oneAtATime<T>(db: Kysely<Database>, key: string, work: () => Promise<T>, maxWaiting = Number.POSITIVE_INFINITY): Promise<T> {
   let ofDb = turns.get(db);
   if (ofDb === undefined) turns.set(db, (ofDb = new Map()));
-  const mine = (ofDb.get(key) ?? Promise.resolve()).then(work);
-  const done = mine.then(
+  let line = ofDb.get(key);
+  if (line !== undefined && line.queued >= maxWaiting) {
+    throw new OAuthError('temporarily_unavailable', 'Too many requests for this client are waiting; retry in a second.', 429, { 'retry-after': '1' });
+  }
+  if (line === undefined) ofDb.set(key, (line = { tail: Promise.resolve(), queued: 0 }));
+  const mine = line.tail.then(work);
+  line.tail = mine.then(
     () => undefined,
     () => undefined,
   );
-  ofDb.set(key, done);
+  line.queued++;
   try {
     return await mine;
   } finally {
-    if (ofDb.get(key) === done) ofDb.delete(key);
+    if (--line.queued === 0 && ofDb.get(key) === line) ofDb.delete(key);
   }
 }

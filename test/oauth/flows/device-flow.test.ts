@@ -390,6 +390,27 @@ describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (ki
         expect((await Promise.all(replies)).map((reply) => reply.statusCode)).toEqual([200, 200, 200, 200, 200]);
       });
 
+      it('near it, at most 100 of a process\'s requests wait their turn: the rest are refused at once', async () => {
+        const tv = await clientWith(MAX_PENDING_DEVICE_CODES - 999, 'L');
+        let settled = 0;
+        const replies = await whileHeld(
+          (trx) => lockPendingDeviceCodes(trx, tv.client.id, 'shared'),
+          async () => {
+            const replies = Array.from({ length: 105 }, (_, i) => ask(tv, `198.18.${Math.floor(i / 200)}.${(i % 200) + 1}`).finally(() => settled++));
+            // The five over the bound are answered while the lock is still held (bounded wait: 10 s).
+            for (let i = 0; i < 1000 && settled < 5; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+            expect(settled).toBe(5);
+            return replies;
+          },
+        );
+        const answers = await Promise.all(replies);
+        expect(answers.map((reply) => reply.statusCode).sort()).toEqual([...Array<number>(100).fill(200), ...Array<number>(5).fill(429)]);
+        for (const refused of answers.filter((reply) => reply.statusCode === 429)) {
+          expectTokenError(refused, 429, 'temporarily_unavailable', 'Too many requests for this client are waiting; retry in a second.');
+          expect(refused.headers['retry-after']).toBe('1');
+        }
+      }, 60_000);
+
       it('at the bound, a request is refused without waiting for the lock', async () => {
         const tv = await clientWith(MAX_PENDING_DEVICE_CODES, 'J');
         const reply = await whileHeld(
