@@ -45,10 +45,8 @@ export class SignInSessions {
   }
 
   /** A new session (never a reused id: no session fixation) and the Set-Cookie that carries it. */
-  async start(userId: string): Promise<StartedSession> {
-    const started = this.#session(userId);
-    await insertLoginSession(this.db, started.row);
-    return started.session;
+  start(userId: string): Promise<StartedSession> {
+    return this.startWithin(this.db, userId);
   }
 
   /** `start`, in the caller's write transaction: one that holds the user's lock and has checked the user. */

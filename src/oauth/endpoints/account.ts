@@ -11,7 +11,7 @@ import { isUniqueViolation } from '../../storage/unique-violation.js';
 import { updatePasswordHash, updateUserEmail } from '../../storage/users.js';
 import { writeTransaction } from '../../storage/write-transaction.js';
 import type { PageDeps } from '../browser/page-deps.js';
-import { browserBinding, type SignedIn, type StartedSession } from '../browser/sign-in-sessions.js';
+import { browserBinding, type SignedIn } from '../browser/sign-in-sessions.js';
 import { accountPage } from '../pages/account-page.js';
 import { FORM_EXPIRED } from '../pages/error-page.js';
 import { signedOutPage } from '../pages/logout-pages.js';
@@ -50,14 +50,12 @@ export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): vo
     const passwordHash = await hashPassword(next);
     // Every token, refresh family and session of the user ends; this browser gets a fresh session, stored
     // under the same lock, so that a reset or deactivation committed after the change also ends it.
-    let started: StartedSession | null = null;
-    const changed = await changeIfUnchanged(deps, signedIn, checked, async (trx) => {
+    const session = await changeIfUnchanged(deps, signedIn, checked, async (trx) => {
       await updatePasswordHash(trx, signedIn.user.id, passwordHash, now);
       await revokeUserTokens(trx, signedIn.user.id, now);
-      started = await deps.sessions.startWithin(trx, signedIn.user.id);
+      return deps.sessions.startWithin(trx, signedIn.user.id);
     });
-    if (!changed || started === null) return formExpired(deps, request, reply, signedIn, 'account.password');
-    const session: StartedSession = started;
+    if (session === null) return formExpired(deps, request, reply, signedIn, 'account.password');
     deps.forgetUser(signedIn.user.id);
     recordAccount(deps, request.id, signedIn, 'account.password');
     const renewed = { ...signedIn, sessionId: session.sessionId };
@@ -83,16 +81,16 @@ export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): vo
       return showAccount(deps, reply, signedIn, request, { notice: null, error: 'The new email address is not a valid address (at most 254 characters).', status: 400 });
     }
     const now = new Date(deps.clock()).toISOString();
-    let changed: boolean;
+    let changed: true | null;
     try {
-      changed = await changeIfUnchanged(deps, signedIn, checked, (trx) => updateUserEmail(trx, signedIn.user.id, email, now));
+      changed = await changeIfUnchanged(deps, signedIn, checked, (trx) => updateUserEmail(trx, signedIn.user.id, email, now).then(() => true as const));
     } catch (error) {
       if (!isUniqueViolation(error)) throw error;
       // Not an authorization decision (the password was right): recorded under its own name.
       recordAccount(deps, request.id, signedIn, 'account.email_taken');
       return showAccount(deps, reply, signedIn, request, { notice: null, error: 'Another account uses that email address.', status: 409 });
     }
-    if (!changed) return formExpired(deps, request, reply, signedIn, 'account.email');
+    if (changed === null) return formExpired(deps, request, reply, signedIn, 'account.email');
     deps.forgetUser(signedIn.user.id);
     recordAccount(deps, request.id, signedIn, 'account.email');
     const moved = { ...signedIn, user: { ...signedIn.user, email, updatedAt: now } };
@@ -175,17 +173,17 @@ function formExpired(deps: PageDeps, request: FastifyRequest, reply: FastifyRepl
  * Makes a change the current password was checked for, under the user's lock, only if nothing changed
  * since the check read the user (`updatedAt`: another password or email change, a deactivation) and this
  * browser's session is still live (signing out everywhere, or a password change elsewhere, ended it):
- * the scrypt check takes long enough for either to commit meanwhile. False when something did.
+ * the scrypt check takes long enough for either to commit meanwhile. What the change answers, or null when
+ * something did.
  */
-async function changeIfUnchanged(deps: PageDeps, signedIn: SignedIn, checked: CheckedPassword, change: (trx: Kysely<Database>) => Promise<void>): Promise<boolean> {
+async function changeIfUnchanged<T>(deps: PageDeps, signedIn: SignedIn, checked: CheckedPassword, change: (trx: Kysely<Database>) => Promise<T>): Promise<T | null> {
   await deps.beforeAccountChange?.();
   return writeTransaction(deps.db, async (trx) => {
     const user = await lockUser(trx, signedIn.user.id);
     // `revocations` too: two changes within one millisecond would leave `updatedAt` as it was.
-    if (!user || !user.active || user.updatedAt !== checked.updatedAt || user.revocations !== checked.revocations) return false;
-    if ((await findLiveLoginSession(trx, signedIn.sessionId, new Date(deps.clock()).toISOString())) === null) return false;
-    await change(trx);
-    return true;
+    if (!user || !user.active || user.updatedAt !== checked.updatedAt || user.revocations !== checked.revocations) return null;
+    if ((await findLiveLoginSession(trx, signedIn.sessionId, new Date(deps.clock()).toISOString())) === null) return null;
+    return change(trx);
   });
 }
 
