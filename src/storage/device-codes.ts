@@ -52,11 +52,18 @@ export async function lockAddressDeviceCodes(db: Kysely<Database>, clientRegistr
  * Taken after the address's lock, never before it, so that two transactions cannot each hold the lock the
  * other waits for. A row lock on the registration would also wait for its grants in progress, which hold it
  * shared (grant-store.ts).
+ *
+ * Answers how many transactions of the database can be in flight at once: PostgreSQL's `max_connections`,
+ * read in the same statement (so a server restarted with another setting is read anew); 1 on SQLite, whose
+ * writers take turns.
  */
-export async function lockPendingDeviceCodes(db: Kysely<Database>, clientRegistrationId: string, mode: 'shared' | 'exclusive'): Promise<void> {
-  if (isSqlite(db)) return;
-  if (mode === 'shared') await sql`select pg_advisory_xact_lock_shared(${PENDING_DEVICE_CODES_LOCK}, hashtext(${clientRegistrationId}))`.execute(db);
-  else await sql`select pg_advisory_xact_lock(${PENDING_DEVICE_CODES_LOCK}, hashtext(${clientRegistrationId}))`.execute(db);
+export async function lockPendingDeviceCodes(db: Kysely<Database>, clientRegistrationId: string, mode: 'shared' | 'exclusive'): Promise<number> {
+  if (isSqlite(db)) return 1;
+  const lock =
+    mode === 'shared'
+      ? sql<{ connections: number }>`select pg_advisory_xact_lock_shared(${PENDING_DEVICE_CODES_LOCK}, hashtext(${clientRegistrationId})), current_setting('max_connections')::int as connections`
+      : sql<{ connections: number }>`select pg_advisory_xact_lock(${PENDING_DEVICE_CODES_LOCK}, hashtext(${clientRegistrationId})), current_setting('max_connections')::int as connections`;
+  return Number((await lock.execute(db)).rows[0]!.connections);
 }
 
 export async function findDeviceCode(db: Kysely<Database>, deviceCodeHash: string): Promise<DeviceCodeRow | null> {

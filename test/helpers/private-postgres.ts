@@ -70,7 +70,7 @@ function clusterProcesses(data: string): number[] {
 }
 
 /** A fresh cluster, started; trust authentication for the loopback address only. */
-export async function startPrivatePostgres(): Promise<PrivatePostgres> {
+export async function startPrivatePostgres({ maxConnections = 50 }: { maxConnections?: number } = {}): Promise<PrivatePostgres> {
   if (POSTGRES_BINARIES === null) throw new Error('PostgreSQL binaries are not available');
   const bin = POSTGRES_BINARIES;
   const asRoot = process.getuid?.() === 0;
@@ -87,7 +87,7 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
   await tool('initdb', ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--no-sync', '--no-instructions']);
   const port = await freePort();
   // Durability is not what these tests check: fsync off keeps the cluster quick on a shared machine.
-  const options = `-p ${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${root} -c fsync=off -c max_connections=50`;
+  const options = `-p ${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${root} -c fsync=off -c max_connections=${maxConnections}`;
   const start = async () => {
     await tool('pg_ctl', ['-D', data, '-l', log, '-o', options, '-w', '-t', '20', 'start']);
   };

@@ -32,9 +32,9 @@ export const MAX_PENDING_DEVICE_CODES = 10_000;
 export const MAX_PENDING_DEVICE_CODES_PER_ADDRESS = 20;
 /**
  * How near MAX_PENDING_DEVICE_CODES the client's count must come before requests take the registration's
- * lock exclusively (checkRoomForDeviceCode). Far from the bound they hold it shared: taken exclusively by
- * every request, it made every request for a public client's codes, anonymous ones included, wait for
- * every other while holding a pooled connection.
+ * lock exclusively (checkRoomForDeviceCode), or the database's connection limit if that is larger. Far from
+ * the bound they hold it shared: taken exclusively by every request, it made every request for a public
+ * client's codes, anonymous ones included, wait for every other while holding a pooled connection.
  */
 const CLIENT_LOCK_MARGIN = 1_000;
 
@@ -57,14 +57,13 @@ export async function startDeviceAuthorization(
   client: ClientRecord,
   scopeParameter: string | undefined,
   sourceAddress: string,
-  now: number,
+  clock: () => number,
 ): Promise<DeviceAuthorization> {
   if (!client.grantTypes.includes(DEVICE_CODE)) throw new OAuthError('unauthorized_client', 'The client may not use the device authorization grant.');
   if (scopeParameter === undefined) throw new OAuthError('invalid_scope', SCOPE_REQUIRED);
   const scopes = parseScope(scopeParameter);
   checkScopesAllowed(scopes, client.scopes);
   const requester = addressKey(sourceAddress);
-  const createdAt = new Date(now).toISOString();
   const deviceCode = generateSecret();
   // Far from the client's bound first; a request that finds the client near it is made again on that path.
   let nearTheBound = false;
@@ -73,7 +72,10 @@ export async function startDeviceAuthorization(
     const userCode = generateUserCode();
     const add = () =>
       writeTransaction(db, async (trx) => {
-        await checkRoomForDeviceCode(trx, client.id, requester, createdAt, nearTheBound);
+        await checkRoomForDeviceCode(trx, client.id, requester, new Date(clock()).toISOString(), nearTheBound);
+        // Timed once the locks are held, not when the request arrived: near the bound a request may wait its
+        // turn, and its code still lives the whole `expires_in` it is answered with.
+        const now = clock();
         await insertDeviceCode(trx, {
           deviceCodeHash: digestSecret(deviceCode),
           userCode,
@@ -87,7 +89,7 @@ export async function startDeviceAuthorization(
           authTime: null,
           intervalSeconds: DEVICE_POLL_INTERVAL_SECONDS,
           lastPolledAt: null,
-          createdAt,
+          createdAt: new Date(now).toISOString(),
           expiresAt: new Date(now + DEVICE_CODE_TTL_SECONDS * 1000).toISOString(),
         });
       });
@@ -132,9 +134,10 @@ class NearTheBound extends Error {}
  *   it do not wait for each other for, and adds its code if the count under it is still far from the bound.
  * - Near the bound (within CLIENT_LOCK_MARGIN), it takes the registration's lock exclusively, which waits
  *   for every transaction holding it shared to end, and counts again: every code added is then counted.
- *   (Those far-path transactions counted below the margin, so the bound is exact while fewer than
- *   CLIENT_LOCK_MARGIN of them can be in flight at once: fewer than the database's connections, 100 by
- *   default on PostgreSQL.) A client already full is refused on a count taken without waiting.
+ *   (Those far-path transactions counted below the margin, and no more of them can be in flight at once
+ *   than the database has connections, so the margin is at least PostgreSQL's `max_connections`: the bound
+ *   is exact however many processes share the database.) A client already full is refused on a count taken
+ *   without waiting.
  *
  * RFC 8628 §3.2 has this endpoint answer errors as the token endpoint does (RFC 6749 §5.2); `slow_down`
  * belongs to the device's polling (§3.5) and has no meaning here, so both bounds answer
@@ -154,8 +157,9 @@ async function checkRoomForDeviceCode(trx: Kysely<Database>, clientRegistrationI
   if (ofClient.count >= MAX_PENDING_DEVICE_CODES) throw clientFull(ofClient, now);
   if (!nearTheBound) {
     if (ofClient.count >= MAX_PENDING_DEVICE_CODES - CLIENT_LOCK_MARGIN) throw new NearTheBound();
-    await lockPendingDeviceCodes(trx, clientRegistrationId, 'shared');
-    if ((await pendingDeviceCodes(trx, clientRegistrationId, now)).count >= MAX_PENDING_DEVICE_CODES - CLIENT_LOCK_MARGIN) throw new NearTheBound();
+    const inFlight = await lockPendingDeviceCodes(trx, clientRegistrationId, 'shared');
+    const margin = Math.max(CLIENT_LOCK_MARGIN, inFlight);
+    if ((await pendingDeviceCodes(trx, clientRegistrationId, now)).count >= MAX_PENDING_DEVICE_CODES - margin) throw new NearTheBound();
     return;
   }
   await lockPendingDeviceCodes(trx, clientRegistrationId, 'exclusive');

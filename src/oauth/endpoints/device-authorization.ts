@@ -12,7 +12,7 @@ export function registerDeviceAuthorizationEndpoint(scope: FastifyInstance, deps
       deps.audit.record({ requestId: request.id, interface: 'oauth', operation: 'device_authorization', sourceAddress: request.ip, ...decision });
     const { client } = await authenticateAudited(deps, request.headers.authorization, params, decided);
     try {
-      const started = await startDeviceAuthorization(deps.db.kysely, deps.config.issuer, client, params.scope, request.ip, (deps.clock ?? Date.now)());
+      const started = await startDeviceAuthorization(deps.db.kysely, deps.config.issuer, client, params.scope, request.ip, deps.clock ?? Date.now);
       return reply.headers(NO_STORE_HEADERS).send(started);
     } catch (error) {
       if (error instanceof OAuthError && (error.error === 'unauthorized_client' || error.error === 'invalid_scope')) {

@@ -28,7 +28,7 @@ describe('device codes waiting per address, with two workers on one SQLite file'
   it(`starts exactly ${MAX_PENDING_DEVICE_CODES_PER_ADDRESS} codes for one address however the requests are spread over the workers`, async () => {
     const { client } = await createClient(workers[0], { type: 'public', secretHash: null, grantTypes: [DEVICE_CODE], scopes: ['read:posts'], role: null });
     const outcomes = await Promise.allSettled(
-      Array.from({ length: MAX_PENDING_DEVICE_CODES_PER_ADDRESS + 10 }, (_, i) => startDeviceAuthorization(workers[i % 2]!.kysely, ISSUER, client, 'read:posts', '192.0.2.8', Date.now())),
+      Array.from({ length: MAX_PENDING_DEVICE_CODES_PER_ADDRESS + 10 }, (_, i) => startDeviceAuthorization(workers[i % 2]!.kysely, ISSUER, client, 'read:posts', '192.0.2.8', Date.now)),
     );
     expect(outcomes.filter((outcome) => outcome.status === 'fulfilled')).toHaveLength(MAX_PENDING_DEVICE_CODES_PER_ADDRESS);
     const refusals = outcomes.flatMap((outcome) => (outcome.status === 'rejected' ? [outcome.reason as unknown] : []));

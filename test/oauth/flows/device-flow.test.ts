@@ -301,7 +301,7 @@ describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (ki
     // everything): one per address, and one per client taken only near the client's bound.
     if (kind === 'postgres') describe('the locks that order the counts', () => {
       /** Runs `work` while another transaction holds the lock `take` takes. */
-      async function whileHeld<T>(take: (trx: Kysely<Database>) => Promise<void>, work: () => Promise<T>): Promise<T> {
+      async function whileHeld<T>(take: (trx: Kysely<Database>) => Promise<unknown>, work: () => Promise<T>): Promise<T> {
         let release!: () => void;
         const released = new Promise<void>((resolve) => (release = resolve));
         let held!: () => void;
@@ -362,16 +362,28 @@ describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (ki
 
       it('near it, a request takes the lock exclusively and so waits for the requests in flight far from it, then counts', async () => {
         const tv = await clientWith(MAX_PENDING_DEVICE_CODES - 999, 'H');
+        let heldUntil = 0;
         const pending = await whileHeld(
           (trx) => lockPendingDeviceCodes(trx, tv.client.id, 'shared'),
           async () => {
             const pending = ask(tv, '192.0.2.62');
             await untilWaiting(CLIENT_LOCK);
             expect(await waiting(CLIENT_LOCK)).toBe(1);
+            await new Promise((resolve) => setTimeout(resolve, 1100));
+            heldUntil = Date.now();
             return { pending };
           },
         );
         expect((await pending.pending).statusCode).toBe(200);
+        // Its code is timed from when it was stored, after the wait: it lives the whole expires_in it was given.
+        const stored = await app.db.kysely
+          .selectFrom('deviceCodes')
+          .select(['createdAt', 'expiresAt'])
+          .where('clientRegistrationId', '=', tv.client.id)
+          .where('addressKey', '=', addressKey('192.0.2.62'))
+          .executeTakeFirstOrThrow();
+        expect(Date.parse(stored.createdAt)).toBeGreaterThanOrEqual(heldUntil);
+        expect(Date.parse(stored.expiresAt) - Date.parse(stored.createdAt)).toBe(600_000);
       });
 
       it("near it, this process's requests from many addresses wait for the client's lock on one connection", async () => {
