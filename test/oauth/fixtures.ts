@@ -45,3 +45,32 @@ export async function createClient(db: Db, overrides: Partial<NewClient> = {}): 
   const { secretHash: _secretHash, ...client } = await insertClient(db.kysely, record, nowIso());
   return { client, secret };
 }
+
+/**
+ * Waiting device codes of `client` stored directly, 500 rows a statement (what many device authorization
+ * requests would leave behind): each with its own key (its code's digest), user code and expiry.
+ */
+export async function insertWaitingDeviceCodes(
+  db: Db,
+  client: ClientRecord,
+  codes: readonly { key: string; userCode: string; expiresAt: number; addressKey?: string }[],
+): Promise<void> {
+  const createdAt = nowIso();
+  const rows = codes.map(({ key, userCode, expiresAt, addressKey = null }) => ({
+    deviceCodeHash: key,
+    userCode,
+    grantId: `${key}-grant`,
+    clientId: client.clientId,
+    clientRegistrationId: client.id,
+    addressKey,
+    scopes: 'read:posts',
+    status: 'pending',
+    userId: null,
+    authTime: null,
+    intervalSeconds: 5,
+    lastPolledAt: null,
+    createdAt,
+    expiresAt: new Date(expiresAt).toISOString(),
+  }));
+  for (let i = 0; i < rows.length; i += 500) await db.kysely.insertInto('deviceCodes').values(rows.slice(i, i + 500)).execute();
+}

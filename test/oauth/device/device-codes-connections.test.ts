@@ -5,7 +5,7 @@ import { lockPendingDeviceCodes } from '../../../src/storage/device-codes.js';
 import { openDb, type Db } from '../../../src/storage/dialect.js';
 import { migrateToLatest } from '../../../src/storage/migrate.js';
 import { POSTGRES_BINARIES, startPrivatePostgres, type PrivatePostgres } from '../../helpers/private-postgres.js';
-import { createClient, ISSUER } from '../fixtures.js';
+import { createClient, insertWaitingDeviceCodes, ISSUER } from '../fixtures.js';
 
 // A client's waiting device codes are bounded exactly only if the requests that count far from the bound
 // without waiting for each other cannot, all in flight at once, carry the count past it. No more of them can
@@ -43,25 +43,12 @@ describeCluster(`device codes on a PostgreSQL with ${CONNECTIONS} connections`, 
 
   it(`takes turns for the client's lock when it is within ${CONNECTIONS} codes of its bound, not only within 1,000`, async () => {
     const { client } = await createClient(db, { type: 'public', secretHash: null, grantTypes: [DEVICE_CODE], scopes: ['read:posts'], role: null });
-    const expiresAt = new Date(Date.now() + 600_000).toISOString();
-    const createdAt = new Date().toISOString();
-    const rows = Array.from({ length: MAX_PENDING_DEVICE_CODES - LEFT }, (_, i) => ({
-      deviceCodeHash: `held-${client.id}-${i}`,
-      userCode: `M${i.toString().padStart(7, '0')}`,
-      grantId: `held-${client.id}-${i}-grant`,
-      clientId: client.clientId,
-      clientRegistrationId: client.id,
-      addressKey: null,
-      scopes: 'read:posts',
-      status: 'pending',
-      userId: null,
-      authTime: null,
-      intervalSeconds: 5,
-      lastPolledAt: null,
-      createdAt,
-      expiresAt,
-    }));
-    for (let i = 0; i < rows.length; i += 500) await db.kysely.insertInto('deviceCodes').values(rows.slice(i, i + 500)).execute();
+    const expiresAt = Date.now() + 600_000;
+    await insertWaitingDeviceCodes(
+      db,
+      client,
+      Array.from({ length: MAX_PENDING_DEVICE_CODES - LEFT }, (_, i) => ({ key: `held-${client.id}-${i}`, userCode: `M${i.toString().padStart(7, '0')}`, expiresAt })),
+    );
 
     // Another request far from the bound holds the lock shared; near the bound, this one must wait for it.
     let release!: () => void;

@@ -6,7 +6,7 @@ import { lockAddressDeviceCodes, lockPendingDeviceCodes } from '../../../src/sto
 import type { Database } from '../../../src/storage/schema.js';
 import type { UserRecord } from '../../../src/storage/users.js';
 import { DATABASE_KINDS } from '../../helpers/databases.js';
-import { createClient, type TestClient } from '../fixtures.js';
+import { createClient, insertWaitingDeviceCodes, type TestClient } from '../fixtures.js';
 import { form, FORM } from '../oauth-app.js';
 import { Browser, expectPageHeaders, hiddenInputs, pageAlert, pageHeading } from './browser.js';
 import { countRows, createUser, expectTokenError, expectTokens, openFlowApp, PASSWORD, type FlowApp } from './flow.js';
@@ -19,27 +19,8 @@ function shownUserCode(html: string): string | null {
 }
 
 describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (kind) => {
-  /** Waiting codes of `client` stored directly, 500 rows a statement (what many requests would leave behind). */
-  async function insertWaitingCodes(client: TestClient, codes: { key: string; userCode: string; expiresAt: number; addressKey?: string }[]): Promise<void> {
-    const createdAt = new Date().toISOString();
-    const rows = codes.map(({ key, userCode, expiresAt, addressKey = null }) => ({
-      deviceCodeHash: key,
-      userCode,
-      grantId: `${key}-grant`,
-      clientId: client.client.clientId,
-      clientRegistrationId: client.client.id,
-      addressKey,
-      scopes: 'read:posts',
-      status: 'pending',
-      userId: null,
-      authTime: null,
-      intervalSeconds: 5,
-      lastPolledAt: null,
-      createdAt,
-      expiresAt: new Date(expiresAt).toISOString(),
-    }));
-    for (let i = 0; i < rows.length; i += 500) await app.db.kysely.insertInto('deviceCodes').values(rows.slice(i, i + 500)).execute();
-  }
+  /** Waiting codes of `client` stored directly (what many requests would leave behind). */
+  const insertWaitingCodes = (client: TestClient, codes: Parameters<typeof insertWaitingDeviceCodes>[2]) => insertWaitingDeviceCodes(app.db, client.client, codes);
 
   let app: FlowApp;
   let tv: TestClient;
