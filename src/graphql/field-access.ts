@@ -2,7 +2,7 @@ import { ApiError } from '../errors/registry.js';
 import { authorize } from '../pipeline/authorize.js';
 import { objectTypeAccess } from '../policy/decide.js';
 import { recordDecision } from '../pipeline/record-decision.js';
-import { authorizeOperation, checkResource } from '../pipeline/stages.js';
+import { authorizeOperation, checkProtectedFields, checkResource } from '../pipeline/stages.js';
 import { evaluateRule, type ResourceRow } from '../policy/resource-rule.js';
 import type { GraphqlContext } from './context.js';
 import type { GraphqlExchange } from './graphql-exchange.js';
@@ -12,7 +12,8 @@ import { validateArguments } from './input-validation.js';
  * A root field's decision, through the pipeline's own stages in REST's order: scope and role (authorize),
  * its arguments (validate: no NUL or unpaired surrogate in any string, each ID the contract's `Id`, so that
  * nothing malformed reaches the database), then the resource its `id` names, loaded and checked
- * (load-resource). Recorded in the audit log either way. Resolves to the authorized resource (null when the
+ * (load-resource), and for an update the fields its `input` would change that the caller's role may not
+ * (check-protected-fields). Recorded in the audit log either way. Resolves to the authorized resource (null when the
  * field names none); a refusal rejects with the registry's ApiError, which the field answers as its error
  * (VALIDATION_FAILED as REST answers a malformed id; NOT_FOUND exactly as for a missing object).
  */
@@ -34,6 +35,8 @@ export async function decideRootField(ctx: GraphqlContext, field: string, args: 
     authorizeOperation(ex, ctx.deps);
     validateArguments(args);
     await checkResource(ex, ctx.deps);
+    // An update's `input` is the resource as the mutation would leave it (REST's PUT body).
+    checkProtectedFields(ex, ctx.deps, args.input, false);
     return ex.resource;
   } finally {
     recordDecision(ex, ctx.deps.audit);

@@ -2,7 +2,6 @@ import { ApiError } from '../errors/registry.js';
 import { hashPassword } from '../oauth/passwords.js';
 import { revokeUserTokens } from '../oauth/tokens/access-token-records.js';
 import { recordInvalidation } from '../storage/invalidations.js';
-import { forbiddenFieldChanges } from '../policy/protected-fields.js';
 import { newId, nowIso } from '../storage/ids.js';
 import { isUniqueViolation } from '../storage/unique-violation.js';
 import { deleteUserRow, insertUser, updateUserRow } from '../storage/users.js';
@@ -27,13 +26,11 @@ export const createUser: Handler<'createUser'> = async ({ body }, { deps }) => {
   return { status: 201, body: created, headers: { location: `/v1/users/${created.id}` } };
 };
 
-export const replaceUser: Handler<'replaceUser'> = async ({ body }, { principal, resource, deps }) => {
+export const replaceUser: Handler<'replaceUser'> = async ({ body }, { resource, deps }) => {
   const current = users.viewOf(resource!);
   const next = { email: body.email, name: body.name, role: body.role, active: body.active };
-  // Property-level authorization (OWASP API3): a member may edit their profile, not their role, status or
-  // password.
-  const refused = forbiddenFieldChanges(deps.policy, users.type, principal, current, { ...next, ...(body.password ? { password: body.password } : {}) });
-  if (refused.length > 0) throw new ApiError('FORBIDDEN', `Your role may not change ${refused.join(', ')}.`);
+  // The fields the caller's role may not change (role, status, email, password for a member) were refused
+  // before the handler, by the pipeline's check-protected-fields stage (REST and GraphQL alike).
   const updatedAt = nowIso();
   const changes = { ...next, updatedAt, ...(body.password ? { passwordHash: await hashPassword(body.password) } : {}) };
   try {

@@ -3,9 +3,11 @@ import type { AuditDecision } from '../audit/audit-event.js';
 import { ApiError } from '../errors/registry.js';
 import type { TokenService } from '../oauth/tokens/token-service.js';
 import type { RateLimiter, RateLimitResult } from '../limits/rate-limit.js';
+import { forbiddenFieldChanges } from '../policy/protected-fields.js';
 import { evaluateRule, type ResourceRow } from '../policy/resource-rule.js';
 import type { PolicyTable } from '../policy/table.js';
 import { loadResource, resourceLoader } from '../resources/load.js';
+import { applyMergePatch } from '../operations/merge-patch.js';
 import type { OperationDeps } from '../operations/types.js';
 import { authenticate, hasVerifiedBearer } from './authenticate.js';
 import { authorize } from './authorize.js';
@@ -186,4 +188,24 @@ function admitResource(ex: Exchange, resource: ResourceRow | null, allowed: bool
   }
   ex.resource = resource;
   ex.decision = { decision: 'allow', reason: 'resource' };
+}
+
+/**
+ * Property-level authorization (OWASP API3; policy.yaml `protectedFields`): an update of a resource the
+ * caller may update must still not change a field only other roles may change (a member's own role, say).
+ * `changes` is the request's body: the resource as the request would leave it, or with `mergePatch` an RFC
+ * 7396 patch of it. A refusal is the role's (403 FORBIDDEN naming the fields), recorded as such; it comes
+ * after the per-resource check, so a resource the caller may not see is still 404 whatever the body.
+ */
+export function checkProtectedFields(ex: Exchange, deps: PipelineDeps, changes: unknown, mergePatch: boolean): void {
+  const target = ex.access.resource;
+  if (target?.action !== 'update' || ex.resource === null || changes === null || typeof changes !== 'object') return;
+  const protectedFields = deps.policy.resources[target.type]?.protectedFields;
+  if (protectedFields === undefined || Object.keys(protectedFields).length === 0) return;
+  const current = deps.operations.resources.get(target.type).viewOf(ex.resource) as Record<string, unknown>;
+  const next = (mergePatch ? applyMergePatch(current, changes) : changes) as Record<string, unknown>;
+  const refused = forbiddenFieldChanges(deps.policy, target.type, ex.principal, current, next);
+  if (refused.length === 0) return;
+  ex.decision = { decision: 'deny', reason: 'role' };
+  throw new ApiError('FORBIDDEN', `Your role may not change ${refused.join(', ')}.`);
 }

@@ -1,5 +1,5 @@
 import { runStages, type Stage, type StageResult } from '../pipeline/pipeline.js';
-import { authorizeOperation, checkResource, identify, limit, limitAddress } from '../pipeline/stages.js';
+import { authorizeOperation, checkProtectedFields, checkResource, identify, limit, limitAddress } from '../pipeline/stages.js';
 import type { RestExchange } from './rest-exchange.js';
 import { checkBodyType, checkPrecondition, negotiate, rejectBodyToken, validate, type RestStageDeps } from './rest-stages.js';
 import { rejectInvalidText } from './text-integrity.js';
@@ -20,8 +20,8 @@ export interface RestStage extends Stage<RestExchange, RestStageDeps> {
  * the decision goes to the audit log (src/pipeline/record-decision.ts).
  *
  *   limit-address -> authenticate -> rate-limit -> negotiate -> authorize -> (parse) -> reject-body-token
- *   -> reject-invalid-text -> check-body-type -> validate -> load-resource -> check-precondition
- *   -> handle -> serialize -> audit
+ *   -> reject-invalid-text -> check-body-type -> validate -> load-resource -> check-protected-fields
+ *   -> check-precondition -> handle -> serialize -> audit
  */
 export const REST_PIPELINE: readonly RestStage[] = [
   { name: 'limit-address', phase: 'request', run: limitAddress },
@@ -34,6 +34,7 @@ export const REST_PIPELINE: readonly RestStage[] = [
   { name: 'check-body-type', phase: 'body', run: checkBodyType },
   { name: 'validate', phase: 'body', run: validate },
   { name: 'load-resource', phase: 'body', run: checkResource },
+  { name: 'check-protected-fields', phase: 'body', run: (ex, deps) => checkProtectedFields(ex, deps, ex.body, ex.method === 'PATCH') },
   { name: 'check-precondition', phase: 'body', run: checkPrecondition },
 ];
 

@@ -87,6 +87,42 @@ describe.each(DATABASE_KINDS)('users and clients on %s', (kind) => {
       expect(await readUser(t, member.id)).toEqual(before);
     });
 
+    it("records a refused protected field as the role's denial, over PUT, PATCH and GraphQL; an allowed change as allowed", async () => {
+      const before = await readUser(t, member.id);
+      const token = await member.token();
+      const mutation = 'mutation ($id: ID!, $input: UserReplaceInput!) { replaceUser(id: $id, input: $input) { id role } }';
+      const attempts = [
+        await t.request({ method: 'PUT', url: `/v1/users/${member.id}`, token, body: profile(before, { role: 'admin' }) }),
+        await t.request({ method: 'PATCH', url: `/v1/users/${member.id}`, token, body: { role: 'admin' }, headers: { 'content-type': 'application/merge-patch+json' } }),
+        await t.request({ method: 'POST', url: '/graphql', token, body: { query: mutation, variables: { id: member.id, input: profile(before, { role: 'admin' }) } } }),
+      ];
+      expectError(attempts[0]!, 403, { error: { code: 'FORBIDDEN', message: 'Your role may not change role.' } }, null);
+      expectError(attempts[1]!, 403, { error: { code: 'FORBIDDEN', message: 'Your role may not change role.' } }, null);
+      const graphql = attempts[2]!.json() as { data: unknown; errors: { message: string; path: string[]; extensions: { code: string } }[] };
+      expect({ status: attempts[2]!.statusCode, data: graphql.data, errors: graphql.errors.map(({ message, path, extensions }) => ({ message, path, code: extensions.code })) }).toEqual({
+        status: 403,
+        data: null,
+        errors: [{ message: 'Your role may not change role.', path: ['replaceUser'], code: 'FORBIDDEN' }],
+      });
+      // A null for a field the view never shows (the password) changes nothing: not refused.
+      const unchanged = await t.request({ method: 'PATCH', url: `/v1/users/${member.id}`, token, body: { password: null }, headers: { 'content-type': 'application/merge-patch+json' } });
+      expect(unchanged.statusCode, unchanged.body).toBe(200);
+      await t.app.audit.flush();
+      const decisions = async (res: (typeof attempts)[number]) =>
+        t.database.db.kysely
+          .selectFrom('auditEvents')
+          .select(['subject', 'interface', 'operation', 'resourceType', 'resourceId', 'decision', 'reason'])
+          .where('requestId', '=', String(res.headers['x-request-id']))
+          .execute();
+      expect(await decisions(attempts[0]!)).toEqual([{ subject: member.id, interface: 'rest', operation: 'replaceUser', resourceType: 'user', resourceId: member.id, decision: 'deny', reason: 'role' }]);
+      expect(await decisions(attempts[1]!)).toEqual([{ subject: member.id, interface: 'rest', operation: 'updateUser', resourceType: 'user', resourceId: member.id, decision: 'deny', reason: 'role' }]);
+      expect(await decisions(attempts[2]!)).toEqual([
+        { subject: member.id, interface: 'graphql', operation: 'Mutation.replaceUser', resourceType: 'user', resourceId: member.id, decision: 'deny', reason: 'role' },
+      ]);
+      expect(await decisions(unchanged)).toEqual([{ subject: member.id, interface: 'rest', operation: 'updateUser', resourceType: 'user', resourceId: member.id, decision: 'allow', reason: 'resource' }]);
+      expect(await readUser(t, member.id)).toEqual({ ...before, updatedAt: expect.any(String) });
+    });
+
     it('answers a member’s PUT of another user’s profile with 404, changing nothing', async () => {
       const other = await t.createUser('member');
       const before = await readUser(t, other.id);
