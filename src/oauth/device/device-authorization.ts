@@ -48,8 +48,9 @@ export interface DeviceAuthorization {
 }
 
 /**
- * RFC 8628 §3.1–3.2: a device code for the device to poll with, a user code for the user to type.
- * `sourceAddress` is the address the request came from.
+ * RFC 8628 §3.1–3.2: a device code for the device to poll with, a user code for the user to type, and
+ * for the audit log the id of the grant the code starts and its scopes. `sourceAddress` is the address the
+ * request came from; `clock` times the code once it is stored.
  */
 export async function startDeviceAuthorization(
   db: Kysely<Database>,
@@ -58,13 +59,14 @@ export async function startDeviceAuthorization(
   scopeParameter: string | undefined,
   sourceAddress: string,
   clock: () => number,
-): Promise<DeviceAuthorization> {
+): Promise<DeviceAuthorization & { grantId: string; scopes: string }> {
   if (!client.grantTypes.includes(DEVICE_CODE)) throw new OAuthError('unauthorized_client', 'The client may not use the device authorization grant.');
   if (scopeParameter === undefined) throw new OAuthError('invalid_scope', SCOPE_REQUIRED);
   const scopes = parseScope(scopeParameter);
   checkScopesAllowed(scopes, client.scopes);
   const requester = addressKey(sourceAddress);
   const deviceCode = generateSecret();
+  const grantId = newId();
   // Far from the client's bound first; a request that finds the client near it is made again on that path.
   let nearTheBound = false;
   // A collision with a live user code is retried; 20^8 codes make a second one practically impossible.
@@ -79,7 +81,7 @@ export async function startDeviceAuthorization(
         await insertDeviceCode(trx, {
           deviceCodeHash: digestSecret(deviceCode),
           userCode,
-          grantId: newId(),
+          grantId,
           clientId: client.clientId,
           clientRegistrationId: client.id,
           addressKey: requester,
@@ -114,6 +116,8 @@ export async function startDeviceAuthorization(
       verification_uri_complete: `${issuer}/oauth/device?user_code=${shown}`,
       expires_in: DEVICE_CODE_TTL_SECONDS,
       interval: DEVICE_POLL_INTERVAL_SECONDS,
+      grantId,
+      scopes: scopes.join(' '),
     };
   }
   throw new Error('Could not allocate a unique user code');

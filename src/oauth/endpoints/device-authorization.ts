@@ -12,7 +12,10 @@ export function registerDeviceAuthorizationEndpoint(scope: FastifyInstance, deps
       deps.audit.record({ requestId: request.id, interface: 'oauth', operation: 'device_authorization', sourceAddress: request.ip, ...decision });
     const { client } = await authenticateAudited(deps, request.headers.authorization, params, decided);
     try {
-      const started = await startDeviceAuthorization(deps.db.kysely, deps.config.issuer, client, params.scope, request.ip, deps.clock ?? Date.now);
+      const { grantId, scopes, ...started } = await startDeviceAuthorization(deps.db.kysely, deps.config.issuer, client, params.scope, request.ip, deps.clock ?? Date.now);
+      // The grant a device code starts, like a token issued at the token endpoint: one event per code. An
+      // anonymous caller's codes are bounded per address and per client (device-authorization.ts).
+      decided({ subject: null, clientId: client.clientId, resourceType: 'grant', resourceId: grantId, decision: 'allow', reason: 'granted', scopes });
       return reply.headers(NO_STORE_HEADERS).send(started);
     } catch (error) {
       if (error instanceof OAuthError && (error.error === 'unauthorized_client' || error.error === 'invalid_scope')) {

@@ -34,7 +34,22 @@ export function registerDevicePages(scope: FastifyInstance, deps: PageDeps): voi
       return sendPage(reply, deviceEntryPage(`Too many wrong codes. Try again in ${Math.ceil(outcome.retryAfterSeconds / 60)} minutes.`, 429));
     }
     const row = outcome.value;
-    if (!row) return sendPage(reply, deviceEntryPage(UNKNOWN, 400));
+    if (!row) {
+      // A wrong code, like a wrong password: a refused credential, counted per address (audit-log.ts).
+      deps.audit.record({
+        requestId: request.id,
+        sourceAddress: request.ip,
+        interface: 'oauth',
+        operation: 'device',
+        subject: null,
+        clientId: null,
+        resourceType: null,
+        resourceId: null,
+        decision: 'deny',
+        reason: 'authentication',
+      });
+      return sendPage(reply, deviceEntryPage(UNKNOWN, 400));
+    }
     const signedIn = await deps.sessions.current(request.headers.cookie);
     if (!signedIn) return redirect(reply, `/oauth/login?user_code=${displayUserCode(row.userCode)}`);
     const client = await deviceClient(deps, row);

@@ -30,7 +30,11 @@ export function registerIntrospectionEndpoint(scope: FastifyInstance, deps: Intr
     const decided: RecordDecision = (decision) =>
       deps.audit.record({ requestId: request.id, interface: 'oauth', operation: 'introspect', sourceAddress: request.ip, ...decision });
     const { client, method } = await authenticateAudited(deps, request.headers.authorization, params, decided);
-    if (method === 'none') throw new OAuthError('invalid_client', 'Introspection is for confidential clients.', 401, { 'WWW-Authenticate': 'Basic realm="portcullis"' });
+    if (method === 'none') {
+      // A client_id alone proves nothing: refused as a client that failed to authenticate.
+      decided({ subject: null, clientId: client.clientId, resourceType: null, resourceId: null, decision: 'deny', reason: 'authentication' });
+      throw new OAuthError('invalid_client', 'Introspection is for confidential clients.', 401, { 'WWW-Authenticate': 'Basic realm="portcullis"' });
+    }
     const hintRefresh = params.token_type_hint === 'refresh_token';
     const answer = hintRefresh
       ? ((await describeRefreshToken(deps, client, params.token)) ?? (await describeAccessToken(deps, client, params.token)))

@@ -484,10 +484,25 @@ describe.each(DATABASE_KINDS)('userinfo, introspection and revocation of refresh
     }
   });
 
-  it('refuses introspection to a public client', async () => {
+  it('refuses introspection to a public client, and records the refusal as a client that failed to authenticate', async () => {
     const native = await createWebClient(app.db, { type: 'public', secretHash: null, redirectUris: ['http://127.0.0.1/cb'] });
+    const recorded = app.oauth.decisions.length;
     const reply = await app.oauth.app.inject({ method: 'POST', url: '/oauth/introspect', headers: FORM, payload: form({ token: 'x', client_id: native.client.clientId }) });
     expectTokenError(reply, 401, 'invalid_client', 'Introspection is for confidential clients.');
+    expect(app.oauth.decisions.slice(recorded)).toEqual([
+      {
+        requestId: expect.any(String),
+        interface: 'oauth',
+        operation: 'introspect',
+        sourceAddress: '127.0.0.1',
+        subject: null,
+        clientId: native.client.clientId,
+        resourceType: null,
+        resourceId: null,
+        decision: 'deny',
+        reason: 'authentication',
+      },
+    ]);
   });
 
   it('revokes a refresh token with its whole grant: the family and the access tokens issued from it', async () => {

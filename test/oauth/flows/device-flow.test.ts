@@ -77,6 +77,23 @@ describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (ki
     // Stored as digests: neither the device code nor anything derived from it in clear.
     const rows = await app.db.kysely.selectFrom('deviceCodes').selectAll().execute();
     expect(JSON.stringify(rows)).not.toContain(started.device_code);
+    // The grant the code starts is a decision in the audit log, as a token issued is.
+    const stored = await app.db.kysely.selectFrom('deviceCodes').select('grantId').where('userCode', '=', started.user_code.replace('-', '')).executeTakeFirstOrThrow();
+    expect(app.oauth.decisions.filter((d) => d.operation === 'device_authorization' && d.resourceId === stored.grantId)).toEqual([
+      {
+        requestId: expect.any(String),
+        interface: 'oauth',
+        operation: 'device_authorization',
+        sourceAddress: '127.0.0.1',
+        subject: null,
+        clientId: tv.client.clientId,
+        resourceType: 'grant',
+        resourceId: stored.grantId,
+        decision: 'allow',
+        reason: 'granted',
+        scopes: 'read:posts write:posts offline_access',
+      },
+    ]);
   });
 
   it('answers authorization_pending, then slow_down (+5 s) when polled too fast, then tokens once approved, once', async () => {
@@ -441,10 +458,26 @@ describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (ki
   it('throttles user-code guessing per address: after 30 wrong codes even a right one is refused with 429', async () => {
     const started = await start();
     const guesser = new Browser(app.oauth.app, '10.9.9.9');
+    const recorded = app.oauth.decisions.length;
     for (let i = 0; i < 30; i++) {
       const wrong = await guesser.visit('/oauth/device?user_code=BCDF-BCDF');
       expect(wrong.statusCode).toBe(400);
     }
+    // Each wrong code is a refused credential of the address, as a wrong password is (aggregated per window).
+    expect(app.oauth.decisions.slice(recorded)).toEqual(
+      Array<unknown>(30).fill({
+        requestId: expect.any(String),
+        sourceAddress: '10.9.9.9',
+        interface: 'oauth',
+        operation: 'device',
+        subject: null,
+        clientId: null,
+        resourceType: null,
+        resourceId: null,
+        decision: 'deny',
+        reason: 'authentication',
+      }),
+    );
     const right = await guesser.visit(`/oauth/device?user_code=${started.user_code}`);
     expect({ status: right.statusCode, retryAfter: Number(right.headers['retry-after']) > 0 }).toEqual({ status: 429, retryAfter: true });
     // Another address is not affected.
