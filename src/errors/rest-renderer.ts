@@ -62,5 +62,6 @@ export function isUnavailable(error: unknown): boolean {
   // SQLITE_BUSY and its extended codes: another connection held a lock for longer than a request waits.
   if ((typeof code === 'string' && UNAVAILABLE_CODES.has(code)) || isBusy(error)) return true;
   const message = (error as { message?: unknown }).message;
-  return typeof message === 'string' && /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED/.test(message);
+  // 55000 is also other states' code: only a database closed to connections (ALLOW_CONNECTIONS false) is one.
+  return typeof message === 'string' && /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|is not currently accepting connections/.test(message);
 }

@@ -151,6 +151,21 @@ describe.each(DATABASE_KINDS)('REST failures on %s', (kind) => {
       }
       expect((await t.request({ url: '/healthz' })).statusCode).toBe(200);
     });
+
+    it('answers 503 UNAVAILABLE while the database refuses connections (ALLOW_CONNECTIONS false), and serves again once it takes them', async () => {
+      t = await startTestApp(kind);
+      const token = await (await t.createUser('member')).token();
+      const name = databaseName(t);
+      await withAdmin((c) => c.query(`alter database ${name} allow_connections false`));
+      try {
+        await terminateBackends(t);
+        for (let i = 0; i < 3; i++) expectExactly(await t.request({ url: '/v1/posts', token }), 503, UNAVAILABLE);
+        expectExactly(await t.request({ url: '/readyz' }), 503, { error: { code: 'UNAVAILABLE', message: 'The database is not reachable.' } });
+      } finally {
+        await withAdmin((c) => c.query(`alter database ${name} allow_connections true`));
+      }
+      expect((await t.request({ url: '/v1/posts', token })).statusCode).toBe(200);
+    });
   }
 });
 
