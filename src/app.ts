@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { policy } from '../generated/policy.js';
 import { routes } from '../generated/routes.js';
 import { bootstrapIfEmpty, type BootstrapResult } from './bootstrap/first-start.js';
-import { developmentDefaultWarning, type Config } from './config/config.js';
+import { ConfigError, developmentDefaultWarning, type Config } from './config/config.js';
 import { registerApiReference } from './docs/api-reference.js';
 import { registerGraphiql } from './docs/graphiql.js';
 import { renderOAuthError } from './errors/oauth-renderer.js';
@@ -25,6 +25,9 @@ import { startKeyRotation } from './oauth/keys/rotation-schedule.js';
 import { oauthMethodNotAllowed } from './oauth/endpoints/wrong-method.js';
 import { registerOAuth } from './oauth/routes.js';
 import { InvalidationFeed } from './oauth/tokens/invalidation-feed.js';
+import { longestAccessToken } from './oauth/tokens/jwt-access-token.js';
+import { USER_SCOPES } from './oauth/scopes.js';
+import { newId } from './storage/ids.js';
 import type { InvalidationKind } from './storage/invalidations.js';
 import { TokenService } from './oauth/tokens/token-service.js';
 import { RegisteredClients } from './oauth/registered-clients.js';
@@ -276,6 +279,13 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   if (bootstrap) fastify.log.info({ file: bootstrap.file, clientId: bootstrap.clientId }, 'bootstrap.created');
 
   const keys = await KeyStore.open(db, config);
+  // The server must accept the tokens it issues: refused at start, not at every request of the longest ones.
+  const longest = await longestAccessToken(config.issuer, [...apiScopes, ...USER_SCOPES], newId(), await keys.signingKey());
+  if (longest > config.tokens.maxTokenLength) {
+    throw new ConfigError([
+      `MAX_TOKEN_LENGTH must be at least ${longest}, the length of the longest access token this server can issue (this ISSUER, every scope of the contract); got ${config.tokens.maxTokenLength}`,
+    ]);
+  }
   const keyRotation = startKeyRotation(keys, fastify.log);
   const metrics = new Metrics(() => audit.pendingCount);
   const tokens = new TokenService({ db, config, keys, onIssued: (grantType) => metrics.tokenIssued(grantType) });

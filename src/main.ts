@@ -8,7 +8,7 @@ import { AuditKeyDecryptionError } from './audit/checkpoints.js';
 import { EXIT_CONFIG, EXIT_FAILURE } from './cli/cli-errors.js';
 import { KeyDecryptionError } from './oauth/keys/key-encryption.js';
 import { runPrimary } from './cluster/primary.js';
-import { loadConfigOrExit, type Config } from './config/config.js';
+import { ConfigError, loadConfigOrExit, type Config } from './config/config.js';
 import { listenProblem, metricsListenProblem } from './http/listen-problem.js';
 import { serveMetrics } from './metrics/metrics.js';
 import { UnknownMigrationsError } from './storage/migrate.js';
@@ -31,6 +31,11 @@ async function serve(config: Config): Promise<void> {
     // A KEY_ENCRYPTION_SECRET that opens none of the stored keys: a configuration error, said in one line.
     if (error instanceof KeyDecryptionError || error instanceof AuditKeyDecryptionError) {
       console.error(`portcullis: ${error.message}`);
+      process.exit(EXIT_CONFIG);
+    }
+    // A setting that only the opened database shows to be wrong (MAX_TOKEN_LENGTH against its keys and scopes).
+    if (error instanceof ConfigError) {
+      console.error(error.message);
       process.exit(EXIT_CONFIG);
     }
     // A database a newer version migrated (a rollback): said in one line, the database left as it is.

@@ -80,6 +80,31 @@ describe('server process', () => {
     expect(server.output()).toContain('TRUST_PROXY: true would trust every X-Forwarded-For entry, which any client can forge');
   });
 
+  it("refuses a MAX_TOKEN_LENGTH shorter than the tokens it would issue, naming the least it takes, and starts with that", async () => {
+    const issuer = 'https://api.example.test';
+    const refused = await startServer({ ISSUER: issuer, MAX_TOKEN_LENGTH: '512' });
+    expect(await refused.exited).toBe(78);
+    const problem = /MAX_TOKEN_LENGTH must be at least (\d+), the length of the longest access token this server can issue \(this ISSUER, every scope of the contract\); got 512/.exec(refused.output());
+    expect(problem, refused.output()).not.toBeNull();
+    const least = problem![1]!;
+    expect(Number(least)).toBeGreaterThan(512);
+    // At exactly that length it starts, and the admin client's token (every scope the client holds) is accepted.
+    const server = await startServer({ ISSUER: issuer, MAX_TOKEN_LENGTH: least }, refused.dataDir);
+    await waitUntilLive(server);
+    const bootstrap = JSON.parse(fs.readFileSync(path.join(server.dataDir, 'bootstrap.json'), 'utf8'));
+    const tokenResponse = await fetch(`${server.base}/oauth/token`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        authorization: `Basic ${Buffer.from(`${bootstrap.clients.admin.client_id}:${bootstrap.clients.admin.client_secret}`).toString('base64')}`,
+      },
+      body: 'grant_type=client_credentials',
+    });
+    const { access_token: token } = (await tokenResponse.json()) as { access_token: string };
+    expect(token.length).toBeLessThanOrEqual(Number(least));
+    expect((await fetch(`${server.base}/v1/authorization`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
+  });
+
   it('names the port in one line and exits 1 when the port is in use', async () => {
     const holder = net.createServer();
     await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));

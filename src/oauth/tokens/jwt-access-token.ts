@@ -61,6 +61,33 @@ export function signJwtAccessToken(claims: AccessTokenClaims, key: SigningKey): 
   }
 }
 
+/** A client_id at its longest (the registration's rule): the longest `client_id`, and `sub` of a client's own token. */
+const LONGEST_CLIENT_ID = 'x'.repeat(128);
+
+/**
+ * The length of the longest access token this server can sign with `key`: `scopes` all granted (every
+ * scope it knows), ids and counts at their longest. A MAX_TOKEN_LENGTH below it would have the server
+ * refuse tokens it issued itself.
+ */
+export async function longestAccessToken(issuer: string, scopes: readonly string[], id: string, key: SigningKey): Promise<number> {
+  const claims: AccessTokenClaims = {
+    iss: issuer,
+    aud: issuer,
+    sub: LONGEST_CLIENT_ID,
+    client_id: LONGEST_CLIENT_ID,
+    jti: id,
+    scope: scopes.join(' '),
+    iat: MAX_SECONDS,
+    exp: MAX_SECONDS,
+    reg: id,
+    rev: Number.MAX_SAFE_INTEGER,
+  };
+  return (await signJwtAccessToken(claims, key)).length;
+}
+
+/** Seconds since the epoch with as many digits as any time this server will stamp (until the year 2286). */
+const MAX_SECONDS = 9_999_999_999;
+
 export interface JwtVerificationContext {
   keys: KeyStore;
   /** This server is its own single resource server: `iss` and `aud` are both the issuer URL. */
