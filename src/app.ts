@@ -166,6 +166,14 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const api = options.api ?? GENERATED_API;
   checkServedApi(api);
   const { policy } = api;
+  // The server must take the tokens it issues: refused at start, before anything is written, rather than at
+  // every request of the longest ones.
+  const longest = await longestAccessToken(config.issuer, [...Object.keys(policy.scopes), ...USER_SCOPES], newId());
+  if (longest > config.tokens.maxTokenLength) {
+    throw new ConfigError([
+      `MAX_TOKEN_LENGTH must be at least ${longest}: this server's access tokens (this ISSUER, the contract's scopes, client ids of up to 128 characters) can be that long; got ${config.tokens.maxTokenLength}`,
+    ]);
+  }
   const security = securityHeaders(config.issuer);
   let closing = false;
   // The W3C trace ids of the requests running now whose callers sent a `traceparent`, by request id: their
@@ -279,13 +287,6 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   if (bootstrap) fastify.log.info({ file: bootstrap.file, clientId: bootstrap.clientId }, 'bootstrap.created');
 
   const keys = await KeyStore.open(db, config);
-  // The server must accept the tokens it issues: refused at start, not at every request of the longest ones.
-  const longest = await longestAccessToken(config.issuer, [...apiScopes, ...USER_SCOPES], newId(), await keys.signingKey());
-  if (longest > config.tokens.maxTokenLength) {
-    throw new ConfigError([
-      `MAX_TOKEN_LENGTH must be at least ${longest}, the length of the longest access token this server can issue (this ISSUER, every scope of the contract); got ${config.tokens.maxTokenLength}`,
-    ]);
-  }
   const keyRotation = startKeyRotation(keys, fastify.log);
   const metrics = new Metrics(() => audit.pendingCount);
   const tokens = new TokenService({ db, config, keys, onIssued: (grantType) => metrics.tokenIssued(grantType) });

@@ -61,7 +61,9 @@ export function isUnavailable(error: unknown): boolean {
   const code = (error as { code?: unknown }).code;
   // SQLITE_BUSY and its extended codes: another connection held a lock for longer than a request waits.
   if ((typeof code === 'string' && UNAVAILABLE_CODES.has(code)) || isBusy(error)) return true;
+  // 55000 is other states' code too: only a database closed to connections (ALLOW_CONNECTIONS false), told by
+  // the server's routine, which unlike the message is not translated.
+  if (code === '55000' && (error as { routine?: unknown }).routine === 'CheckMyDatabase') return true;
   const message = (error as { message?: unknown }).message;
-  // 55000 is also other states' code: only a database closed to connections (ALLOW_CONNECTIONS false) is one.
-  return typeof message === 'string' && /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|is not currently accepting connections/.test(message);
+  return typeof message === 'string' && /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED/.test(message);
 }

@@ -17,8 +17,8 @@ export function applyMergePatch(target: unknown, patch: unknown): unknown {
  * A PATCH operation (`application/merge-patch+json`) as its PUT twin: the resource's current state as a
  * replacement body (the fields the replacement takes), the patch merged into it, the result checked against
  * the replacement's contract (400 with `/body/...` details when the patch leaves it invalid, a required
- * field removed say), then the replacement's own handler: the same protected fields, conflicts, side effects
- * and answer as a PUT of the merged body.
+ * field removed say), then the replacement's own handler: the same conflicts, side effects and answer as a
+ * PUT of the merged body (its protected fields were checked on the merged body before, by the pipeline).
  */
 export function mergePatchOf<P extends OperationId, R extends OperationId>(replaceId: R, replace: Handler<R>, module: ResourceModule<unknown>): Handler<P> {
   return async (input, ctx) => {

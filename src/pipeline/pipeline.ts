@@ -15,7 +15,8 @@ export interface Stage<E extends Exchange = Exchange, D extends PipelineDeps = P
  *   limit-address -> authenticate -> rate-limit -> authorize -> load-resource -> (handle) -> audit
  *
  * Each adapter runs these stages, the same functions, in this order, with its own stages in between
- * (src/rest/rest-pipeline.ts: version negotiation, validation, protected fields, preconditions); then the operation, then the
+ * (src/rest/rest-pipeline.ts: version negotiation, validation, preconditions), and where a body is at hand the
+ * protected-fields check after load-resource (REST's body phase, GraphQL's root fields); then the operation, then the
  * decision goes to the audit log (record-decision.ts) once the request has been answered. A refusal throws
  * the registry's ApiError, and the exchange's `decision` says which check refused.
  */

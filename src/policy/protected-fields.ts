@@ -1,9 +1,14 @@
 import type { Principal } from './principal.js';
 import type { PolicyTable } from './table.js';
 
-/** A field left out and one given as null change nothing (a password the view never shows, say). */
+/**
+ * A field left out changes nothing; null changes a field that has a value (it clears it), not one the view
+ * never shows or holds empty (a password, say).
+ */
 function changed(current: unknown, next: unknown): boolean {
-  return next !== undefined && next !== null && next !== current;
+  if (next === undefined) return false;
+  if (next === null) return current !== undefined && current !== null;
+  return next !== current;
 }
 
 /**

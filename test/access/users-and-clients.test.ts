@@ -104,9 +104,12 @@ describe.each(DATABASE_KINDS)('users and clients on %s', (kind) => {
         data: null,
         errors: [{ message: 'Your role may not change role.', path: ['replaceUser'], code: 'FORBIDDEN' }],
       });
-      // A null for a field the view never shows (the password) changes nothing: not refused.
+      // A null for a field the view never shows (the password) changes nothing: not refused as the role's
+      // (a merge patch removes it; GraphQL's input then fails the contract, as REST's PUT body would).
       const unchanged = await t.request({ method: 'PATCH', url: `/v1/users/${member.id}`, token, body: { password: null }, headers: { 'content-type': 'application/merge-patch+json' } });
       expect(unchanged.statusCode, unchanged.body).toBe(200);
+      const nullPassword = await t.request({ method: 'POST', url: '/graphql', token, body: { query: mutation, variables: { id: member.id, input: { ...profile(before), password: null } } } });
+      expect((nullPassword.json() as { errors: { extensions: { code: string } }[] }).errors.map((e) => e.extensions.code)).toEqual(['VALIDATION_FAILED']);
       await t.app.audit.flush();
       const decisions = async (res: (typeof attempts)[number]) =>
         t.database.db.kysely

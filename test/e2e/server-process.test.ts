@@ -84,8 +84,12 @@ describe('server process', () => {
     const issuer = 'https://api.example.test';
     const refused = await startServer({ ISSUER: issuer, MAX_TOKEN_LENGTH: '512' });
     expect(await refused.exited).toBe(78);
-    const problem = /MAX_TOKEN_LENGTH must be at least (\d+), the length of the longest access token this server can issue \(this ISSUER, every scope of the contract\); got 512/.exec(refused.output());
+    const problem = /MAX_TOKEN_LENGTH must be at least (\d+): this server's access tokens \(this ISSUER, the contract's scopes, client ids of up to 128 characters\) can be that long; got 512/.exec(
+      refused.output(),
+    );
     expect(problem, refused.output()).not.toBeNull();
+    // Refused before anything was written: no database, no bootstrap secrets.
+    expect(fs.readdirSync(refused.dataDir)).toEqual([]);
     const least = problem![1]!;
     expect(Number(least)).toBeGreaterThan(512);
     // At exactly that length it starts, and the admin client's token (every scope the client holds) is accepted.

@@ -74,6 +74,16 @@ describe('protected fields', () => {
     expect(forbiddenFieldChanges(policy, 'user', user('member', 'm'), current, { ...current, name: 'New' })).toEqual([]);
     expect(forbiddenFieldChanges(policy, 'user', user('admin'), current, { ...current, role: 'editor', active: false })).toEqual([]);
   });
+
+  it('counts null as a change of a field that has a value (it clears it), not of one the view never shows', () => {
+    // A nullable protected field of a table like this one's, say a client's role.
+    const table = { ...policy, resources: { ...policy.resources, user: { ...policy.resources.user!, protectedFields: { role: ['admin'], password: ['admin'] } } } };
+    const current = { id: 'm', role: 'member', name: 'M' };
+    expect(forbiddenFieldChanges(table, 'user', user('member', 'm'), current, { ...current, role: null })).toEqual(['role']);
+    expect(forbiddenFieldChanges(table, 'user', user('member', 'm'), current, { ...current, password: null })).toEqual([]);
+    expect(forbiddenFieldChanges(table, 'user', user('member', 'm'), { ...current, role: null }, { ...current, role: null })).toEqual([]);
+    expect(forbiddenFieldChanges(table, 'user', user('member', 'm'), current, { name: 'New' })).toEqual([]);
+  });
 });
 
 // Every rule compiles to a predicate and to a SQL filter; they must agree on every row for every principal.

@@ -1,5 +1,5 @@
 import { decodeProtectedHeader, errors, jwtVerify, type JWTPayload } from 'jose';
-import { sign } from 'node:crypto';
+import { generateKeyPairSync, sign } from 'node:crypto';
 import { SIGNING_ALG, type KeyStore, type SigningKey } from '../keys/key-store.js';
 import { InvalidTokenError } from './invalid-token-error.js';
 import { MAX_ACCESS_TOKEN_TTL } from './lifetime.js';
@@ -28,10 +28,13 @@ export interface AccessTokenClaims {
   rev?: number;
 }
 
-/** The encoded protected header of each key, made once: it is the same for every token the key signs. */
-const encodedHeaders = new WeakMap<SigningKey, string>();
+/** What signing an access token takes of a key. */
+type AccessTokenSigner = Pick<SigningKey, 'kid' | 'alg' | 'keyObject'>;
 
-function encodedHeader(key: SigningKey): string {
+/** The encoded protected header of each key, made once: it is the same for every token the key signs. */
+const encodedHeaders = new WeakMap<AccessTokenSigner, string>();
+
+function encodedHeader(key: AccessTokenSigner): string {
   let header = encodedHeaders.get(key);
   if (header === undefined) {
     header = Buffer.from(JSON.stringify({ alg: key.alg, typ: ACCESS_TOKEN_TYP, kid: key.kid })).toString('base64url');
@@ -48,7 +51,7 @@ function encodedHeader(key: SigningKey): string {
  * thread pool only adds two thread switches to it (`npm run bench:token`, the server on one core:
  * client credentials went from 1.40x oidc-provider's tokens/s signed on the pool to 1.74x signed here).
  */
-export function signJwtAccessToken(claims: AccessTokenClaims, key: SigningKey): Promise<string> {
+export function signJwtAccessToken(claims: AccessTokenClaims, key: AccessTokenSigner): Promise<string> {
   if (key.alg !== SIGNING_ALG) return Promise.reject(new Error(`Access tokens are signed with ${SIGNING_ALG}, not ${key.alg}`));
   const { iss, aud, sub, client_id, jti, scope, iat, exp, reg, rev } = claims;
   const payload = Buffer.from(JSON.stringify({ iss, aud, sub, client_id, jti, scope, iat, exp, reg, rev })).toString('base64url');
@@ -63,30 +66,32 @@ export function signJwtAccessToken(claims: AccessTokenClaims, key: SigningKey): 
 
 /** A client_id at its longest (the registration's rule): the longest `client_id`, and `sub` of a client's own token. */
 const LONGEST_CLIENT_ID = 'x'.repeat(128);
+/** Seconds since the epoch with as many digits as any time this server will stamp (until the year 2286). */
+const MAX_SECONDS = 9_999_999_999;
+/** A kid as long as every key's: an RFC 7638 thumbprint, SHA-256 in base64url. */
+const THUMBPRINT_LENGTH = 43;
 
 /**
- * The length of the longest access token this server can sign with `key`: `scopes` all granted (every
- * scope it knows), ids and counts at their longest. A MAX_TOKEN_LENGTH below it would have the server
- * refuse tokens it issued itself.
+ * A length no access token this server signs exceeds: one signed with a key made for the purpose, carrying
+ * `scopes` all at once (every scope it knows), client id and subject at their longest, and the
+ * registration and revocation claims of a client's token beside them. Opaque tokens are far shorter.
  */
-export async function longestAccessToken(issuer: string, scopes: readonly string[], id: string, key: SigningKey): Promise<number> {
+export async function longestAccessToken(issuer: string, scopes: readonly string[], id: string): Promise<number> {
+  const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
   const claims: AccessTokenClaims = {
     iss: issuer,
     aud: issuer,
     sub: LONGEST_CLIENT_ID,
     client_id: LONGEST_CLIENT_ID,
     jti: id,
-    scope: scopes.join(' '),
+    scope: [...new Set(scopes)].join(' '),
     iat: MAX_SECONDS,
     exp: MAX_SECONDS,
     reg: id,
     rev: Number.MAX_SAFE_INTEGER,
   };
-  return (await signJwtAccessToken(claims, key)).length;
+  return (await signJwtAccessToken(claims, { kid: 'k'.repeat(THUMBPRINT_LENGTH), alg: SIGNING_ALG, keyObject: privateKey })).length;
 }
-
-/** Seconds since the epoch with as many digits as any time this server will stamp (until the year 2286). */
-const MAX_SECONDS = 9_999_999_999;
 
 export interface JwtVerificationContext {
   keys: KeyStore;
