@@ -78,7 +78,7 @@ export async function findDeviceCodeByUserCode(db: Kysely<Database>, userCode: s
 export async function decideDeviceCode(
   db: Kysely<Database>,
   deviceCodeHash: string,
-  decision: { status: 'approved' | 'denied'; userId: string; authTime: string; scopes: string },
+  decision: { status: 'approved' | 'denied'; userId: string; authTime: string; scopes: string; declinedScopes: string | null },
 ): Promise<boolean> {
   const result = await db
     .updateTable('deviceCodes')

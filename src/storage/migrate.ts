@@ -17,6 +17,7 @@ import { clientRateLimit } from './migrations/014-client-rate-limit.js';
 import { signingKeySchedule } from './migrations/015-signing-key-schedule.js';
 import { auditKeyRewrap } from './migrations/016-audit-key-rewrap.js';
 import { deviceCodeAddress } from './migrations/017-device-code-address.js';
+import { declinedScopes } from './migrations/018-declined-scopes.js';
 
 /** The ordered migration set. Names sort in application order; never rename or edit a shipped one. */
 function migrationsFor(db: Db): Record<string, Migration> {
@@ -38,6 +39,7 @@ function migrationsFor(db: Db): Record<string, Migration> {
     '015-signing-key-schedule': signingKeySchedule,
     '016-audit-key-rewrap': auditKeyRewrap(db.dialect),
     '017-device-code-address': deviceCodeAddress,
+    '018-declined-scopes': declinedScopes,
   };
 }
 

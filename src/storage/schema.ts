@@ -170,6 +170,8 @@ export interface AuthorizationCodesTable {
   redeemedAt: string | null;
   /** Set with `redeemedAt`: what ended the code (null on codes redeemed before migration 008: `issued`). */
   outcome: AuthorizationCodeOutcome | null;
+  /** The scopes asked for that the user left unticked, space-separated; null when none were (migration 018). */
+  declinedScopes: string | null;
 }
 
 /** Tokens were issued for the code; the exchange presenting it was refused; the user's grants were ended first. */
@@ -209,6 +211,8 @@ export interface DeviceCodesTable {
   lastPolledAt: string | null;
   createdAt: string;
   expiresAt: string;
+  /** Once the user answered: the scopes asked for that the user left unticked; null when none were (migration 018). */
+  declinedScopes: string | null;
 }
 
 /** One revocation, deactivation, deletion, role or scope change; servers follow `seq` (invalidation-feed.ts). */

@@ -140,8 +140,8 @@ describe.each(DATABASE_KINDS)('storage on %s', (kind) => {
       };
       await legacy.insertInto('deviceCodes').values(row).execute();
       await migrateToLatest(t.db);
-      expect(await t.db.kysely.selectFrom('deviceCodes').selectAll().execute()).toEqual([{ ...row, addressKey: null }]);
-      await insertDeviceCode(t.db.kysely, { ...row, deviceCodeHash: 'd2', userCode: 'LMNPQRST', grantId: 'g2', addressKey: '192.0.2.1' });
+      expect(await t.db.kysely.selectFrom('deviceCodes').selectAll().execute()).toEqual([{ ...row, addressKey: null, declinedScopes: null }]);
+      await insertDeviceCode(t.db.kysely, { ...row, deviceCodeHash: 'd2', userCode: 'LMNPQRST', grantId: 'g2', addressKey: '192.0.2.1', declinedScopes: null });
       const now = '2024-01-01T00:05:00.000Z';
       expect((await pendingDeviceCodes(t.db.kysely, 'r1', now)).count).toBe(2);
       expect((await pendingDeviceCodes(t.db.kysely, 'r1', now, '192.0.2.1')).count).toBe(1);

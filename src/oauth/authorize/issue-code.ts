@@ -46,6 +46,7 @@ export async function issueAuthorizationCode(
     expiresAt: new Date(now + CODE_TTL_SECONDS * 1000).toISOString(),
     redeemedAt: null,
     outcome: null,
+    declinedScopes: declined(request.scopes, grant.scopes),
   };
   // Stored only while the session that granted it is live: signing out everywhere in the meantime ends
   // the session, and a code stored after that would outlive it (lockSignedIn).
@@ -56,6 +57,12 @@ export async function issueAuthorizationCode(
   });
   if (!stored) return null;
   return { location: withQuery(request.redirectUri, { code, state: request.state, iss: issuer }), grantId };
+}
+
+/** The scopes asked for and not granted (left unticked on the consent page), space-separated; null when none. */
+export function declined(requested: readonly string[], granted: readonly string[]): string | null {
+  const left = requested.filter((scope) => !granted.includes(scope));
+  return left.length === 0 ? null : left.join(' ');
 }
 
 /** An error response to the client (RFC 6749 §4.1.2.1), with `iss` (RFC 9207). */

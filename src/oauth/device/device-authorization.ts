@@ -92,6 +92,7 @@ export async function startDeviceAuthorization(
           intervalSeconds: DEVICE_POLL_INTERVAL_SECONDS,
           lastPolledAt: null,
           createdAt: new Date(now).toISOString(),
+          declinedScopes: null,
           expiresAt: new Date(now + DEVICE_CODE_TTL_SECONDS * 1000).toISOString(),
         });
       });

@@ -7,6 +7,7 @@ import type { PageDeps } from '../browser/page-deps.js';
 import { browserBinding, lockSignedIn } from '../browser/sign-in-sessions.js';
 import { writeTransaction } from '../../storage/write-transaction.js';
 import { displayUserCode, normalizeUserCode } from '../device/user-code.js';
+import { declined } from '../authorize/issue-code.js';
 import { consentPage } from '../pages/consent-page.js';
 import { deviceDonePage, deviceEntryPage } from '../pages/device-pages.js';
 import { FORM_EXPIRED } from '../pages/error-page.js';
@@ -85,7 +86,14 @@ export function registerDevicePages(scope: FastifyInstance, deps: PageDeps): voi
     const ticked = new Set(form.getAll('scope'));
     const allowed = requested.filter((name) => ticked.has(name));
     const approved = singleParam(form, 'decision') === 'allow' && allowed.length > 0;
-    const decision = { status: approved ? ('approved' as const) : ('denied' as const), userId: signedIn.user.id, authTime: new Date(signedIn.authTime * 1000).toISOString(), scopes: (approved ? allowed : requested).join(' ') };
+    const decision = {
+      status: approved ? ('approved' as const) : ('denied' as const),
+      userId: signedIn.user.id,
+      authTime: new Date(signedIn.authTime * 1000).toISOString(),
+      scopes: (approved ? allowed : requested).join(' '),
+      // An unticked offline_access means no refresh token for the device (user-tokens.ts).
+      declinedScopes: approved ? declined(requested, allowed) : null,
+    };
     // An approval is stored only while the session that gives it is live (lockSignedIn): one stored after
     // "sign out everywhere" would let the device start a family afterwards.
     await deps.beforeCodeIssued?.();

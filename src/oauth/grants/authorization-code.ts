@@ -46,6 +46,7 @@ export async function grantAuthorizationCode(
     grantType: AUTHORIZATION_CODE,
     authTime: Math.floor(Date.parse(row.authTime) / 1000),
     nonce: row.nonce,
+    declinedScopes: row.declinedScopes?.split(' ') ?? [],
     claim: async (store, user) => {
       const refusal = invalid ?? (!user || !user.active ? new OAuthError('invalid_grant', 'The user who granted the code can no longer sign in.') : null);
       // Redeemed with what the exchange came to, so that a later presentation is told which.

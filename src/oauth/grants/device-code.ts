@@ -40,6 +40,7 @@ export async function grantDeviceCode(db: Kysely<Database>, client: ClientRecord
     grantType: DEVICE_CODE,
     authTime: Math.floor(Date.parse(row.authTime ?? new Date(now).toISOString()) / 1000),
     nonce: null,
+    declinedScopes: row.declinedScopes?.split(' ') ?? [],
     claim: async (store, user) => {
       if (!(await store.redeemDeviceCode(hash))) {
         // Redeemed by a concurrent poll, or the approval ended since it was read (the user signed out everywhere).

@@ -23,6 +23,8 @@ export interface UserGrant {
   nonce: string | null;
   /** The refresh token's scopes when it differs from the access token's (a narrowed refresh keeps the family's). */
   refreshScopes?: string[];
+  /** Scopes the client asked for that the user did not grant (the consent page's unticked boxes). */
+  declinedScopes?: readonly string[];
 }
 
 export interface UserTokens {
@@ -45,11 +47,14 @@ export interface UserTokenDeps {
 /**
  * Whether a grant yields a refresh token: the client is registered for the refresh_token grant, it is not
  * a browser-based public client (seed: in single-page apps the refresh token never reaches the browser;
- * such apps renew with prompt=none), and under OpenID Connect the user allowed `offline_access` (Core §11).
+ * such apps renew with prompt=none), the user did not untick `offline_access` when the client asked for
+ * it (the consent page says it keeps access while the user is away), and under OpenID Connect the user
+ * allowed `offline_access` (Core §11). A plain OAuth grant that never asked for it has one (RFC 6749 §1.5).
  */
-export function mayIssueRefreshToken(client: ClientRecord, scopes: readonly string[]): boolean {
+export function mayIssueRefreshToken(client: ClientRecord, scopes: readonly string[], declinedScopes: readonly string[] = []): boolean {
   if (!client.grantTypes.includes(REFRESH_TOKEN)) return false;
   if (isBrowserBasedClient(client)) return false;
+  if (declinedScopes.includes('offline_access')) return false;
   return !scopes.includes('openid') || scopes.includes('offline_access');
 }
 
@@ -85,7 +90,7 @@ export async function signUserTokens(deps: UserTokenDeps, grant: UserGrant): Pro
   // Each rotation extends a family by the refresh token's lifetime, but never past the end of its sign-in's
   // maximum lifetime: a family in use would otherwise live for ever, and a stolen one with it.
   const refreshExpiresAt = Math.min(now + deps.refreshTokenTtl, grant.authTime + deps.refreshTokenMaxLifetime);
-  if (mayIssueRefreshToken(client, refreshScopes) && refreshExpiresAt > now) {
+  if (mayIssueRefreshToken(client, refreshScopes, grant.declinedScopes) && refreshExpiresAt > now) {
     refreshToken = generateLookupToken((deps.clock ?? Date.now)());
     refreshRow = {
       tokenHash: tokenLookupKey(refreshToken),

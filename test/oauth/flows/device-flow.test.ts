@@ -128,6 +128,13 @@ describe.each(DATABASE_KINDS)('device authorization grant (RFC 8628) on %s', (ki
     expect(hiddenInputs(page.body)).toEqual({ user_code: started.user_code.replace('-', ''), csrf_token: expect.any(String) });
   });
 
+  it('gives the device no refresh token when the user unticked offline_access', async () => {
+    const started = await start('read:posts offline_access');
+    const done = await answer(started.user_code, 'allow', ['read:posts']);
+    expect({ status: done.statusCode, heading: pageHeading(done.body) }).toEqual({ status: 200, heading: 'Device connected' });
+    expectTokens(await poll(started.device_code), { scope: 'read:posts', refreshToken: false, idToken: false });
+  });
+
   it('answers access_denied after the user denies, and issues nothing', async () => {
     const started = await start();
     const before = await countRows(app.db, 'accessTokens');

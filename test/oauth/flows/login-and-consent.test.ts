@@ -327,6 +327,23 @@ describe.each(DATABASE_KINDS)('login and consent pages on %s', (kind) => {
       expectPage(await browser.visit(authorizeUrl(client)), 'consent');
     });
 
+    it('issues no refresh token when the user unticked offline_access, with or without OpenID Connect; one when it was left ticked', async () => {
+      const client = await createWebClient(t.db);
+      for (const [scope, ticked, expected] of [
+        ['read:posts offline_access', ['read:posts'], { scope: 'read:posts', refreshToken: false, idToken: false }],
+        ['openid read:posts offline_access', ['openid', 'read:posts'], { scope: 'openid read:posts', refreshToken: false, idToken: true }],
+        ['read:posts offline_access', ['read:posts', 'offline_access'], { scope: 'read:posts offline_access', refreshToken: true, idToken: false }],
+      ] as const) {
+        const challenge = pkce();
+        const page = await consentPageFor(client, { scope, pkce: challenge });
+        expect(offeredScopes(page.body)).toEqual(scope.split(' '));
+        const code = codeOf(await answerConsent(browser, page, { scopes: [...ticked] }), t.config.issuer);
+        expectTokens(await exchangeCode(t, client, code, { code_verifier: challenge.verifier }), expected);
+        // The next request shows the consent page again while offline_access stays ungranted: start afresh.
+        await t.db.kysely.deleteFrom('consents').where('clientId', '=', client.client.clientId).execute();
+      }
+    });
+
     it('answers a denial with access_denied, state and iss, issuing no code', async () => {
       const client = await createWebClient(t.db);
       const page = await consentPageFor(client, { state: 'deny-state' });
