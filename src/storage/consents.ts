@@ -13,12 +13,12 @@ export async function findConsent(db: Kysely<Database>, userId: string, clientRe
   return row ?? null;
 }
 
-/** Remembers the scope set the user allowed the client, replacing what was remembered before. */
+/** Remembers the scope set the user allowed the client, and what they declined, replacing what was remembered before. */
 export async function saveConsent(db: Kysely<Database>, row: ConsentRow): Promise<void> {
   await db
     .insertInto('consents')
     .values(row)
-    .onConflict((oc) => oc.columns(['userId', 'clientRegistrationId']).doUpdateSet({ scopes: row.scopes, grantedAt: row.grantedAt, clientId: row.clientId }))
+    .onConflict((oc) => oc.columns(['userId', 'clientRegistrationId']).doUpdateSet({ scopes: row.scopes, grantedAt: row.grantedAt, clientId: row.clientId, declinedScopes: row.declinedScopes }))
     .execute();
 }
 

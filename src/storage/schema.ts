@@ -152,6 +152,8 @@ export interface ConsentsTable {
   /** Space-separated, sorted. */
   scopes: string;
   grantedAt: string;
+  /** The scopes asked for that the user left unticked when consenting; null when none were (migration 018). */
+  declinedScopes: string | null;
 }
 
 export interface AuthorizationCodesTable {

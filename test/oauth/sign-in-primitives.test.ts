@@ -109,7 +109,7 @@ describe('page cookies and form tokens', () => {
 
   it('asks every time for a public client on a loopback or private-use redirect URI (RFC 8252 §8.6), first-party or not', () => {
     const client = (type: 'public' | 'confidential', firstParty = false) => ({ type, firstParty }) as ClientRecord;
-    const remembered: ConsentRow = { userId: 'u', clientRegistrationId: 'c', clientId: 'app', scopes: 'openid read:posts', grantedAt: '2026-01-01T00:00:00.000Z' };
+    const remembered: ConsentRow = { userId: 'u', clientRegistrationId: 'c', clientId: 'app', scopes: 'openid read:posts', grantedAt: '2026-01-01T00:00:00.000Z', declinedScopes: null };
     const scopes = ['read:posts'];
     for (const uri of ['http://127.0.0.1:5000/cb', 'http://[::1]/cb', 'com.example.app:/cb']) {
       expect({ uri, unverifiable: isUnverifiableClient(client('public'), uri) }).toEqual({ uri, unverifiable: true });

@@ -47,7 +47,9 @@ export async function advanceAuthorization(deps: PageDeps, state: AuthorizationS
   if (state.interaction !== null && !(await deps.interactions.complete(state.interaction))) {
     return errorRedirect(request.redirectUri, issuer, 'invalid_request', 'This authorization request was already answered.', request.state);
   }
-  return codeRedirect(deps, request, signedIn!, request.scopes, page);
+  // Answered without the page: what the user declined when consenting still holds (no refresh token after an
+  // unticked offline_access).
+  return codeRedirect(deps, request, signedIn!, request.scopes, page, consent?.declinedScopes?.split(' ') ?? []);
 }
 
 /**
@@ -82,9 +84,10 @@ export async function codeRedirect(
   signedIn: SignedIn,
   scopes: readonly string[],
   page: PageRequest,
+  rememberedDeclines: readonly string[] = [],
 ): Promise<string> {
   await deps.beforeCodeIssued?.();
-  const code = await issueAuthorizationCode(deps.db, deps.config.issuer, request, { signedIn, scopes }, deps.clock());
+  const code = await issueAuthorizationCode(deps.db, deps.config.issuer, request, { signedIn, scopes, rememberedDeclines }, deps.clock());
   if (code === null) return errorRedirect(request.redirectUri, deps.config.issuer, 'access_denied', 'The user signed out before the request was answered.', request.state);
   deps.audit.record({
     requestId: page.requestId,

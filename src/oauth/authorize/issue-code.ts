@@ -25,7 +25,7 @@ export async function issueAuthorizationCode(
   db: Kysely<Database>,
   issuer: string,
   request: AuthorizationRequest,
-  grant: { signedIn: SignedIn; scopes: readonly string[] },
+  grant: { signedIn: SignedIn; scopes: readonly string[]; rememberedDeclines?: readonly string[] },
   now: number,
 ): Promise<IssuedCode | null> {
   const code = generateSecret();
@@ -46,7 +46,7 @@ export async function issueAuthorizationCode(
     expiresAt: new Date(now + CODE_TTL_SECONDS * 1000).toISOString(),
     redeemedAt: null,
     outcome: null,
-    declinedScopes: declined(request.scopes, grant.scopes),
+    declinedScopes: declined([...request.scopes, ...(grant.rememberedDeclines ?? [])], grant.scopes),
   };
   // Stored only while the session that granted it is live: signing out everywhere in the meantime ends
   // the session, and a code stored after that would outlive it (lockSignedIn).
@@ -61,7 +61,7 @@ export async function issueAuthorizationCode(
 
 /** The scopes asked for and not granted (left unticked on the consent page), space-separated; null when none. */
 export function declined(requested: readonly string[], granted: readonly string[]): string | null {
-  const left = requested.filter((scope) => !granted.includes(scope));
+  const left = [...new Set(requested)].filter((scope) => !granted.includes(scope));
   return left.length === 0 ? null : left.join(' ');
 }
 

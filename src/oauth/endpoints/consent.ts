@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { saveConsent } from '../../storage/consents.js';
 import { codeRedirect, mustSignIn } from '../authorize/authorization-flow.js';
 import { currentRegistration, REGISTRATION_CHANGED } from '../authorize/current-registration.js';
-import { errorRedirect } from '../authorize/issue-code.js';
+import { declined, errorRedirect } from '../authorize/issue-code.js';
 import type { PageDeps } from '../browser/page-deps.js';
 import { browserBinding } from '../browser/sign-in-sessions.js';
 import { consentPage } from '../pages/consent-page.js';
@@ -84,6 +84,7 @@ export function registerConsentPage(scope: FastifyInstance, deps: PageDeps): voi
       clientId: authorization.clientId,
       scopes: [...allowed].sort().join(' '),
       grantedAt: new Date(deps.clock()).toISOString(),
+      declinedScopes: declined(authorization.scopes, allowed),
     });
     recordConsent('allow', allowed);
     return redirect(reply, await codeRedirect(deps, authorization, signedIn, allowed, page));

@@ -111,6 +111,7 @@ export function registerDevicePages(scope: FastifyInstance, deps: PageDeps): voi
         clientId: row.clientId,
         scopes: [...allowed].sort().join(' '),
         grantedAt: new Date(deps.clock()).toISOString(),
+        declinedScopes: decision.declinedScopes,
       });
     }
     deps.audit.record({

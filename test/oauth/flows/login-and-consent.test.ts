@@ -344,6 +344,28 @@ describe.each(DATABASE_KINDS)('login and consent pages on %s', (kind) => {
       }
     });
 
+    it('remembers an unticked offline_access: a later request the consent covers, answered without the page, gets no refresh token either', async () => {
+      const client = await createWebClient(t.db);
+      const first = pkce();
+      const page = await consentPageFor(client, { scope: 'read:posts offline_access', pkce: first });
+      const code = codeOf(await answerConsent(browser, page, { scopes: ['read:posts'] }), t.config.issuer);
+      expectTokens(await exchangeCode(t, client, code, { code_verifier: first.verifier }), { scope: 'read:posts', refreshToken: false, idToken: false });
+      // Without offline_access in the request, the remembered consent covers it: no page, and still no refresh token.
+      for (const extra of [{}, { prompt: 'none' }]) {
+        const silent = pkce();
+        const again = codeOf(await browser.visit(authorizeUrl(client, { scope: 'read:posts', pkce: silent, extra })), t.config.issuer);
+        expectTokens(await exchangeCode(t, client, again, { code_verifier: silent.verifier }), { scope: 'read:posts', refreshToken: false, idToken: false });
+      }
+      // Asking for it again shows the page; ticked this time, the refresh token comes, and the decline is forgotten.
+      const ticked = pkce();
+      const asked = await consentPageFor(client, { scope: 'read:posts offline_access', pkce: ticked });
+      const granted = codeOf(await answerConsent(browser, asked, { scopes: ['read:posts', 'offline_access'] }), t.config.issuer);
+      expectTokens(await exchangeCode(t, client, granted, { code_verifier: ticked.verifier }), { scope: 'read:posts offline_access', refreshToken: true, idToken: false });
+      const later = pkce();
+      const plain = codeOf(await browser.visit(authorizeUrl(client, { scope: 'read:posts', pkce: later })), t.config.issuer);
+      expectTokens(await exchangeCode(t, client, plain, { code_verifier: later.verifier }), { scope: 'read:posts', refreshToken: true, idToken: false });
+    });
+
     it('answers a denial with access_denied, state and iss, issuing no code', async () => {
       const client = await createWebClient(t.db);
       const page = await consentPageFor(client, { state: 'deny-state' });
