@@ -3,7 +3,7 @@ import net from 'node:net';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { startServer, waitUntilLive } from '../helpers/server-process.js';
+import { bootstrapAdminToken, startServer, waitUntilLive } from '../helpers/server-process.js';
 
 describe('server process', () => {
   it('bootstraps on first start: bootstrap.json (0600) whose admin client gets a working token', async () => {
@@ -95,16 +95,7 @@ describe('server process', () => {
     // At exactly that length it starts, and the admin client's token (every scope the client holds) is accepted.
     const server = await startServer({ ISSUER: issuer, MAX_TOKEN_LENGTH: least }, refused.dataDir);
     await waitUntilLive(server);
-    const bootstrap = JSON.parse(fs.readFileSync(path.join(server.dataDir, 'bootstrap.json'), 'utf8'));
-    const tokenResponse = await fetch(`${server.base}/oauth/token`, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/x-www-form-urlencoded',
-        authorization: `Basic ${Buffer.from(`${bootstrap.clients.admin.client_id}:${bootstrap.clients.admin.client_secret}`).toString('base64')}`,
-      },
-      body: 'grant_type=client_credentials',
-    });
-    const { access_token: token } = (await tokenResponse.json()) as { access_token: string };
+    const token = await bootstrapAdminToken(server);
     expect(token.length).toBeLessThanOrEqual(Number(least));
     expect((await fetch(`${server.base}/v1/authorization`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
   });

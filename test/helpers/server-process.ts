@@ -56,6 +56,19 @@ export async function waitUntilLive(server: Running): Promise<void> {
   throw new Error(`server did not start:\n${server.output()}`);
 }
 
+/** A client-credentials token of the admin client the server bootstrapped (bootstrap.json in its DATA_DIR). */
+export async function bootstrapAdminToken(server: Running): Promise<string> {
+  const bootstrap = JSON.parse(fs.readFileSync(path.join(server.dataDir, 'bootstrap.json'), 'utf8')) as { clients: { admin: { client_id: string; client_secret: string } } };
+  const { client_id: clientId, client_secret: secret } = bootstrap.clients.admin;
+  const res = await fetch(`${server.base}/oauth/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${clientId}:${secret}`).toString('base64')}` },
+    body: 'grant_type=client_credentials',
+  });
+  if (res.status !== 200) throw new Error(`the token endpoint answered ${res.status}: ${await res.text()}`);
+  return ((await res.json()) as { access_token: string }).access_token;
+}
+
 async function stopAll(servers: Running[]): Promise<void> {
   for (const server of servers.splice(0)) {
     if (server.child.exitCode === null) {
