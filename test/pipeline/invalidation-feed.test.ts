@@ -1,3 +1,6 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
 import { configFrom } from '../../src/config/config.js';
@@ -95,15 +98,21 @@ describe.each(DATABASE_KINDS)('invalidation feed on %s', (kind) => {
 
   describe('two server instances on one database', () => {
     let apps: App[] = [];
+    // The instances' DATA_DIR (where a first start writes bootstrap.json): the test's own, never ./data.
+    let dataDir: string;
+    beforeEach(() => {
+      dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'portcullis-feed-'));
+    });
     afterEach(async () => {
       for (const app of apps) await app.close();
       apps = [];
+      fs.rmSync(dataDir, { recursive: true, force: true });
     });
 
     async function instance(): Promise<App> {
       const app = await buildApp(
         configFrom({
-          DATA_DIR: '',
+          DATA_DIR: dataDir,
           ISSUER: 'http://127.0.0.1:3000',
           BOOTSTRAP_CLIENT_ID: ADMIN_CLIENT_ID,
           BOOTSTRAP_CLIENT_SECRET: ADMIN_CLIENT_SECRET,
