@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { findClientById, type ClientWithSecret } from '../../storage/clients.js';
-import { saveConsent } from '../../storage/consents.js';
+import { findConsent, saveConsent } from '../../storage/consents.js';
 import { decideDeviceCode, findDeviceCodeByUserCode, type DeviceCodeRow } from '../../storage/device-codes.js';
 import { DEVICE_CODE } from '../device/device-authorization.js';
 import type { PageDeps } from '../browser/page-deps.js';
@@ -105,13 +105,15 @@ export function registerDevicePages(scope: FastifyInstance, deps: PageDeps): voi
     if (recorded === 'answered already') return sendPage(reply, deviceEntryPage(UNKNOWN, 400));
     // The device is an application the user allowed: the account page lists it, and withdrawing it ends its tokens.
     if (approved) {
+      // Declines remembered from the authorization page stay until the user allows what they declined.
+      const remembered = (await findConsent(deps.db, signedIn.user.id, row.clientRegistrationId))?.declinedScopes?.split(' ') ?? [];
       await saveConsent(deps.db, {
         userId: signedIn.user.id,
         clientRegistrationId: row.clientRegistrationId,
         clientId: row.clientId,
         scopes: [...allowed].sort().join(' '),
         grantedAt: new Date(deps.clock()).toISOString(),
-        declinedScopes: decision.declinedScopes,
+        declinedScopes: declined([...requested, ...remembered], allowed),
       });
     }
     deps.audit.record({

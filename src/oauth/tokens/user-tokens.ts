@@ -49,7 +49,7 @@ export interface UserTokenDeps {
  * a browser-based public client (seed: in single-page apps the refresh token never reaches the browser;
  * such apps renew with prompt=none), the user did not untick `offline_access` when the client asked for
  * it (the consent page says it keeps access while the user is away), and under OpenID Connect the user
- * allowed `offline_access` (Core §11). A plain OAuth grant that never asked for it has one (RFC 6749 §1.5).
+ * allowed `offline_access` (Core §11). A plain OAuth grant whose user never declined it has one (RFC 6749 §1.5).
  */
 export function mayIssueRefreshToken(client: ClientRecord, scopes: readonly string[], declinedScopes: readonly string[] = []): boolean {
   if (!client.grantTypes.includes(REFRESH_TOKEN)) return false;

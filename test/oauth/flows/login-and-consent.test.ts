@@ -356,6 +356,11 @@ describe.each(DATABASE_KINDS)('login and consent pages on %s', (kind) => {
         const again = codeOf(await browser.visit(authorizeUrl(client, { scope: 'read:posts', pkce: silent, extra })), t.config.issuer);
         expectTokens(await exchangeCode(t, client, again, { code_verifier: silent.verifier }), { scope: 'read:posts', refreshToken: false, idToken: false });
       }
+      // A page for another scope, answered in full, does not forget the decline.
+      const other = pkce();
+      const widened = await consentPageFor(client, { scope: 'read:posts write:posts', pkce: other });
+      const wide = codeOf(await answerConsent(browser, widened, { scopes: ['read:posts', 'write:posts'] }), t.config.issuer);
+      expectTokens(await exchangeCode(t, client, wide, { code_verifier: other.verifier }), { scope: 'read:posts write:posts', refreshToken: false, idToken: false });
       // Asking for it again shows the page; ticked this time, the refresh token comes, and the decline is forgotten.
       const ticked = pkce();
       const asked = await consentPageFor(client, { scope: 'read:posts offline_access', pkce: ticked });
