@@ -5,6 +5,7 @@ import { lockSignedIn, type SignedIn } from '../browser/sign-in-sessions.js';
 import { newId } from '../../storage/ids.js';
 import type { Database } from '../../storage/schema.js';
 import { withQuery } from '../redirect-uri.js';
+import { declined } from '../scopes.js';
 import { digestSecret, generateSecret } from '../secrets.js';
 import type { AuthorizationRequest } from './authorization-request.js';
 
@@ -57,12 +58,6 @@ export async function issueAuthorizationCode(
   });
   if (!stored) return null;
   return { location: withQuery(request.redirectUri, { code, state: request.state, iss: issuer }), grantId };
-}
-
-/** The scopes asked for and not granted (left unticked on the consent page), space-separated; null when none. */
-export function declined(requested: readonly string[], granted: readonly string[]): string | null {
-  const left = [...new Set(requested)].filter((scope) => !granted.includes(scope));
-  return left.length === 0 ? null : left.join(' ');
 }
 
 /** An error response to the client (RFC 6749 §4.1.2.1), with `iss` (RFC 9207). */

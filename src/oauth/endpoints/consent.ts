@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
-import { findConsent, saveConsent } from '../../storage/consents.js';
+import { rememberConsent } from '../../storage/consents.js';
 import { codeRedirect, mustSignIn } from '../authorize/authorization-flow.js';
 import { currentRegistration, REGISTRATION_CHANGED } from '../authorize/current-registration.js';
-import { declined, errorRedirect } from '../authorize/issue-code.js';
+import { errorRedirect } from '../authorize/issue-code.js';
 import type { PageDeps } from '../browser/page-deps.js';
 import { browserBinding } from '../browser/sign-in-sessions.js';
 import { consentPage } from '../pages/consent-page.js';
@@ -78,18 +78,18 @@ export function registerConsentPage(scope: FastifyInstance, deps: PageDeps): voi
       const location = errorRedirect(authorization.redirectUri, deps.config.issuer, 'access_denied', description, authorization.state);
       return redirect(reply, location);
     }
-    // What the user declined before and has not allowed now stays declined (an unticked offline_access is
-    // forgotten only once the user ticks it), with what this answer leaves unticked.
-    const remembered = (await findConsent(deps.db, signedIn.user.id, authorization.clientRegistrationId))?.declinedScopes?.split(' ') ?? [];
-    await saveConsent(deps.db, {
-      userId: signedIn.user.id,
-      clientRegistrationId: authorization.clientRegistrationId,
-      clientId: authorization.clientId,
-      scopes: [...allowed].sort().join(' '),
-      grantedAt: new Date(deps.clock()).toISOString(),
-      declinedScopes: declined([...authorization.scopes, ...remembered], allowed),
-    });
+    const declinedScopes = await rememberConsent(
+      deps.db,
+      {
+        userId: signedIn.user.id,
+        clientRegistrationId: authorization.clientRegistrationId,
+        clientId: authorization.clientId,
+        scopes: [...allowed].sort().join(' '),
+        grantedAt: new Date(deps.clock()).toISOString(),
+      },
+      authorization.scopes,
+    );
     recordConsent('allow', allowed);
-    return redirect(reply, await codeRedirect(deps, authorization, signedIn, allowed, page, remembered));
+    return redirect(reply, await codeRedirect(deps, authorization, signedIn, allowed, page, declinedScopes));
   });
 }

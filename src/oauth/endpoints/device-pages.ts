@@ -1,13 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import { findClientById, type ClientWithSecret } from '../../storage/clients.js';
-import { findConsent, saveConsent } from '../../storage/consents.js';
+import { rememberConsent } from '../../storage/consents.js';
 import { decideDeviceCode, findDeviceCodeByUserCode, type DeviceCodeRow } from '../../storage/device-codes.js';
 import { DEVICE_CODE } from '../device/device-authorization.js';
 import type { PageDeps } from '../browser/page-deps.js';
 import { browserBinding, lockSignedIn } from '../browser/sign-in-sessions.js';
 import { writeTransaction } from '../../storage/write-transaction.js';
 import { displayUserCode, normalizeUserCode } from '../device/user-code.js';
-import { declined } from '../authorize/issue-code.js';
+import { declined } from '../scopes.js';
 import { consentPage } from '../pages/consent-page.js';
 import { deviceDonePage, deviceEntryPage } from '../pages/device-pages.js';
 import { FORM_EXPIRED } from '../pages/error-page.js';
@@ -105,16 +105,11 @@ export function registerDevicePages(scope: FastifyInstance, deps: PageDeps): voi
     if (recorded === 'answered already') return sendPage(reply, deviceEntryPage(UNKNOWN, 400));
     // The device is an application the user allowed: the account page lists it, and withdrawing it ends its tokens.
     if (approved) {
-      // Declines remembered from the authorization page stay until the user allows what they declined.
-      const remembered = (await findConsent(deps.db, signedIn.user.id, row.clientRegistrationId))?.declinedScopes?.split(' ') ?? [];
-      await saveConsent(deps.db, {
-        userId: signedIn.user.id,
-        clientRegistrationId: row.clientRegistrationId,
-        clientId: row.clientId,
-        scopes: [...allowed].sort().join(' '),
-        grantedAt: new Date(deps.clock()).toISOString(),
-        declinedScopes: declined([...requested, ...remembered], allowed),
-      });
+      await rememberConsent(
+        deps.db,
+        { userId: signedIn.user.id, clientRegistrationId: row.clientRegistrationId, clientId: row.clientId, scopes: [...allowed].sort().join(' '), grantedAt: new Date(deps.clock()).toISOString() },
+        requested,
+      );
     }
     deps.audit.record({
       requestId: request.id,
