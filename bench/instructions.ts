@@ -16,6 +16,10 @@
  * answers fewer requests per event-loop turn and pays each turn's fixed work over fewer of them (two servers
  * and their load generators on the two cores, with a test suite beside them, counted the pipeline at 279k
  * where it counts 257k–262k alone).
+ *
+ * BENCH_CALLGRIND_DIR=dir keeps each server's dump of its main thread there (`<scenario>.callgrind`), for
+ * `callgrind_annotate` to tell the count by function (V8's builtins and Node's native code by name; compiled
+ * JavaScript only by address).
  */
 import autocannon from 'autocannon';
 import { spawn, spawnSync } from 'node:child_process';
@@ -29,6 +33,7 @@ import { compiled, HAS_TASKSET, pinLoadGenerator } from './processes.js';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 80_000);
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 5_000);
+const KEEP_DIR = process.env.BENCH_CALLGRIND_DIR;
 
 interface Scenario {
   name: string;
@@ -84,6 +89,10 @@ async function measure(scenario: Scenario): Promise<{ count: number; info: Recor
     const dump = fs.readdirSync(outDir).find((file) => file.endsWith('-01'));
     const totals = dump ? /^totals: (\d+)/m.exec(fs.readFileSync(path.join(outDir, dump), 'utf8')) : null;
     if (!totals) throw new Error(`${scenario.name}: callgrind wrote no dump of the main thread`);
+    if (KEEP_DIR) {
+      fs.mkdirSync(KEEP_DIR, { recursive: true });
+      fs.copyFileSync(path.join(outDir, dump!), path.join(KEEP_DIR, `${scenario.name.replace(/[^A-Za-z0-9]+/g, '-')}.callgrind`));
+    }
     return { count: Number(totals[1]) / REQUESTS, info };
   } finally {
     child.kill('SIGKILL');
