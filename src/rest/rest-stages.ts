@@ -44,7 +44,7 @@ export function checkBodyType(ex: RestExchange): void {
 
 /** Parameters, body, query and headers against the contract (400 VALIDATION_FAILED, no mass assignment). */
 export function validate(ex: RestExchange): void {
-  requestValidator(ex.route)({ params: ex.params, body: ex.body, querystring: ex.query, headers: ex.headers });
+  requestValidator(ex.route)(ex.params, ex.body, ex.query, ex.headers);
 }
 
 /** RFC 9110 §13.1.1: a PUT, PATCH or DELETE with If-Match proceeds only when the current representation matches. */

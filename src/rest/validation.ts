@@ -47,9 +47,6 @@ const strictTypes = createAjv(false);
 
 export type RequestPart = 'params' | 'body' | 'querystring' | 'headers';
 
-/** The parts of a request as they are validated; path, query and header values are coerced in place. */
-export type RequestParts = Record<RequestPart, unknown>;
-
 /** For operations that declare no query parameters: any query parameter is unknown, hence a 400. */
 const NO_QUERY_PARAMETERS = { type: 'object', additionalProperties: false } as const;
 
@@ -70,34 +67,109 @@ export function partValidator(schema: object, part: RequestPart): ValidateFuncti
   return validate;
 }
 
-type RequestValidator = (parts: RequestParts) => void;
+type RequestValidator = (params: unknown, body: unknown, querystring: unknown, headers: unknown) => void;
+type PartCheck = ((data: unknown) => void) | null;
 
 const validators = new WeakMap<RouteDefinition, RequestValidator>();
 
 /**
  * The operation's request validator, compiled once per route from the contract's schemas: it throws
- * VALIDATION_FAILED naming the first invalid part, with a detail per problem.
+ * VALIDATION_FAILED naming the first invalid part (Fastify's order: params, body, query, headers), with a
+ * detail per problem.
  */
 export function requestValidator(route: RouteDefinition): RequestValidator {
   let validator = validators.get(route);
   if (!validator) {
     const schemas: Partial<Record<RequestPart, object>> = { ...route.schema, querystring: route.schema.querystring ?? NO_QUERY_PARAMETERS };
-    const checks = PARTS.flatMap((part) => {
-      const schema = schemas[part];
-      return schema ? [{ part, validate: partValidator(schema, part) }] : [];
-    });
-    validator = (parts) => {
-      for (const { part, validate } of checks) {
-        if (!validate(parts[part])) {
-          throw new ApiError('VALIDATION_FAILED', 'The request does not match the contract.', {
-            details: validationDetails(validate.errors ?? [], part),
-          });
-        }
-      }
+    const [params, body, querystring, headers] = PARTS.map((part) => partCheck(schemas[part], part)) as [PartCheck, PartCheck, PartCheck, PartCheck];
+    validator = (p, b, q, h) => {
+      if (params !== null) params(p);
+      if (body !== null) body(b);
+      if (querystring !== null) querystring(q);
+      if (headers !== null) headers(h);
     };
     validators.set(route, validator);
   }
   return validator;
+}
+
+function partCheck(schema: object | undefined, part: RequestPart): PartCheck {
+  if (!schema) return null;
+  const validate = partValidator(schema, part);
+  const plain = part === 'body' ? null : plainAcceptor(schema);
+  return (data) => {
+    if (plain !== null && plain(data)) return;
+    if (!validate(data)) {
+      throw new ApiError('VALIDATION_FAILED', 'The request does not match the contract.', { details: validationDetails(validate.errors ?? [], part) });
+    }
+  };
+}
+
+/** Keywords that only describe: they change neither what is valid nor the data. */
+const ANNOTATIONS = ['description', 'title', 'examples', 'deprecated', '$comment'];
+const OBJECT_KEYWORDS = new Set(['type', 'properties', 'required', 'additionalProperties', ...ANNOTATIONS]);
+const STRING_KEYWORDS = new Set(['type', 'minLength', 'maxLength', 'pattern', 'enum', 'default', ...ANNOTATIONS]);
+
+/**
+ * A quick proof that a set of parameters (path, query or headers) is valid as it stands, for the usual
+ * request: string parameters that match their patterns, absent ones filled with their defaults as Ajv fills
+ * them. It answers true only where Ajv would accept the object without coercing anything; anything else
+ * (a number or a list to coerce, a format, a value out of bounds) is left to Ajv, which decides and names the
+ * problems. Null when the schema is not a flat object of such parameters.
+ */
+export function plainAcceptor(schema: object): ((data: unknown) => boolean) | null {
+  const object = schema as { type?: unknown; properties?: Record<string, Record<string, unknown>>; required?: string[]; additionalProperties?: unknown };
+  if (object.type !== 'object' || !Object.keys(object).every((keyword) => OBJECT_KEYWORDS.has(keyword))) return null;
+  if (object.additionalProperties !== undefined && typeof object.additionalProperties !== 'boolean') return null;
+  const entries = Object.entries(object.properties ?? {});
+  const required = new Set(object.required ?? []);
+  if ([...required].some((name) => !entries.some(([property]) => property === name))) return null;
+  const properties = entries.map(([name, property]) => ({
+    name,
+    required: required.has(name),
+    // Filled in by Ajv (useDefaults) when absent; only plain values are filled in here.
+    fill: isPrimitive(property.default) ? property.default : undefined,
+    defaulted: 'default' in property,
+    accepts: stringAcceptor(property),
+  }));
+  // Compiled like Ajv's validators, one function per schema, so that each reads its properties by name.
+  const lines = ['if (data === null || typeof data !== "object" || Array.isArray(data)) return false;'];
+  if (object.additionalProperties === false) lines.push('for (const key in data) if (!known.has(key)) return false;');
+  properties.forEach((property, i) => {
+    const at = `data[${JSON.stringify(property.name)}]`;
+    const absent = property.required || (property.defaulted && property.fill === undefined) ? 'return false;' : property.fill !== undefined ? `${at} = fills[${i}];` : '';
+    const present = property.accepts === null ? 'return false;' : `if (!accepts[${i}](value)) return false;`;
+    lines.push(`{ const value = ${at}; if (value !== undefined) { ${present} } else { ${absent} } }`);
+  });
+  lines.push('return true;');
+  const compile = new Function('known', 'accepts', 'fills', `return function accept(data) {\n${lines.join('\n')}\n};`);
+  return compile(
+    new Set(entries.map(([name]) => name)),
+    properties.map((property) => property.accepts),
+    properties.map((property) => property.fill),
+  ) as (data: unknown) => boolean;
+}
+
+function isPrimitive(value: unknown): value is string | number | boolean {
+  return typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean';
+}
+
+/** A string property's check (null for any other kind of property: Ajv decides those). */
+function stringAcceptor(property: Record<string, unknown>): ((value: unknown) => boolean) | null {
+  if (property.type !== 'string' || !Object.keys(property).every((keyword) => STRING_KEYWORDS.has(keyword))) return null;
+  const max = typeof property.maxLength === 'number' ? property.maxLength : Infinity;
+  const min = typeof property.minLength === 'number' ? property.minLength : 0;
+  // As Ajv compiles patterns (unicodeRegExp).
+  const pattern = typeof property.pattern === 'string' ? new RegExp(property.pattern, 'u') : null;
+  const allowed = Array.isArray(property.enum) ? new Set(property.enum) : null;
+  // Ajv counts code points; a string has at most as many as UTF-16 units and at least half as many, so a
+  // length near a bound is left to Ajv.
+  return (value) =>
+    typeof value === 'string' &&
+    value.length <= max &&
+    Math.ceil(value.length / 2) >= min &&
+    (pattern === null || pattern.test(value)) &&
+    (allowed === null || allowed.has(value));
 }
 
 const DECIMAL = { integer: /^-?(0|[1-9][0-9]*)$/, number: /^-?(0|[1-9][0-9]*)(\.[0-9]+)?$/ } as const;
