@@ -45,7 +45,7 @@ import { SubjectDirectory } from './pipeline/subject-directory.js';
 import { authenticate } from './pipeline/authenticate.js';
 import { AllowedMethods } from './rest/method-not-allowed.js';
 import { idempotencyHashKey } from './rest/idempotency.js';
-import { registerRest } from './rest/plugin.js';
+import { registerRest, restExchangeAnswered } from './rest/plugin.js';
 import { DeprecatedUse } from './deprecations/deprecated-use.js';
 import { GRAPHQL_PATH, registerGraphql } from './graphql/plugin.js';
 import { TrustedDocuments } from './graphql/trusted-documents.js';
@@ -380,11 +380,14 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     forgetTrace(request.id);
   };
   fastify.addHook('onResponse', (request, reply, done) => {
-    // A REST request that reached its route's pipeline names its operation on its exchange; others are told
-    // apart by their route (read once: Fastify builds routeOptions anew on every read).
+    // A REST request that reached its route's pipeline names its operation on its exchange, and its decision
+    // is recorded now; others are told apart by their route (read once: Fastify builds routeOptions anew on
+    // every read).
     const exchange = request.exchange;
-    if (exchange) answered(request, reply, 'rest', exchange.operationId);
-    else {
+    if (exchange) {
+      answered(request, reply, 'rest', exchange.operationId);
+      restExchangeAnswered(exchange, reply.statusCode, { audit, deprecatedUse });
+    } else {
       const options = request.routeOptions;
       const route = options.config?.route;
       const url = options.url;

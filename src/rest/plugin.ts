@@ -43,8 +43,9 @@ declare module 'fastify' {
 /**
  * Registers one Fastify route per contract operation (under /v1 and unprefixed) and runs the REST pipeline
  * (rest-pipeline.ts) on them: its `request` phase in `onRequest`, before the body is read;
- * its `body` phase, the operation and the response in the route handler. Validation is the pipeline's own
- * `validate` stage, so Fastify is given only the response schemas (for serialising error bodies).
+ * its `body` phase, the operation and the response in the route handler; once it is answered, the server's
+ * onResponse hook hands the exchange to `restExchangeAnswered`. Validation is the pipeline's own `validate`
+ * stage, so Fastify is given only the response schemas (for serialising error bodies).
  */
 export async function registerRest(app: FastifyInstance, deps: RestDeps): Promise<void> {
   await app.register(async (scope) => {
@@ -54,20 +55,6 @@ export async function registerRest(app: FastifyInstance, deps: RestDeps): Promis
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser(['application/json', VENDOR_TYPE, MERGE_PATCH_TYPE], { parseAs: 'buffer' }, parseJsonBody);
     scope.decorateRequest('exchange', null);
-
-    // The decision is recorded once the response is sent, whichever way the request ended.
-    const onResponse = (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
-      const ex = request.exchange;
-      if (ex) {
-        recordDecision(ex, deps.audit);
-        // A deprecated operation that was allowed and ran is a use to count (its client must move on); a
-        // request refused as invalid after the decision (400, 412, ...) did not use it.
-        if (ex.route.deprecated && ex.decision?.decision === 'allow' && (reply.statusCode < 400 || reply.statusCode >= 500)) {
-          deps.deprecatedUse.record(ex.principal.kind === 'anonymous' ? null : ex.principal.clientId, 'rest', ex.route.operationId);
-        }
-      }
-      done();
-    };
 
     scope.setErrorHandler((error, request, reply) => {
       const ex = request.exchange;
@@ -81,10 +68,24 @@ export async function registerRest(app: FastifyInstance, deps: RestDeps): Promis
       const onRequest = requestPhase(route, deps);
       const versioned = route.path.replace(/\{([^}]+)\}/g, ':$1');
       for (const url of route.unversionedUrl === null ? [versioned] : [versioned, route.unversionedUrl]) {
-        scope.route({ method: route.method, url, schema: { response: route.schema.response }, config: { route }, onRequest, onResponse, handler: handle });
+        scope.route({ method: route.method, url, schema: { response: route.schema.response }, config: { route }, onRequest, handler: handle });
       }
     }
   });
+}
+
+/**
+ * Once a REST request has been answered, whichever way it ended (the server's onResponse hook calls this for
+ * every request that reached its route's pipeline): its decision goes to the audit log, and an allowed use
+ * of a deprecated operation is counted.
+ */
+export function restExchangeAnswered(ex: RestExchange, statusCode: number, deps: Pick<RestDeps, 'audit' | 'deprecatedUse'>): void {
+  recordDecision(ex, deps.audit);
+  // A deprecated operation that was allowed and ran is a use to count (its client must move on); a request
+  // refused as invalid after the decision (400, 412, ...) did not use it.
+  if (ex.route.deprecated && ex.decision?.decision === 'allow' && (statusCode < 400 || statusCode >= 500)) {
+    deps.deprecatedUse.record(ex.principal.kind === 'anonymous' ? null : ex.principal.clientId, 'rest', ex.route.operationId);
+  }
 }
 
 /** What every answer to a REST request carries beside its own headers (never changed: shared). */
