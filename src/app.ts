@@ -157,8 +157,10 @@ export function securityHeaders(issuer: string): Readonly<Record<string, string>
   };
 }
 
-function setCommonHeaders(requestId: string, reply: FastifyReply, security: Readonly<Record<string, string>>): void {
-  reply.header('x-request-id', requestId).headers(security);
+/** The request id and the security headers (`[name, value]` pairs, listed once: set on every response). */
+function setCommonHeaders(requestId: string, reply: FastifyReply, security: readonly (readonly [string, string])[]): void {
+  reply.header('x-request-id', requestId);
+  for (const [name, value] of security) reply.header(name, value);
 }
 
 /** Wiring only: storage, token service, policy, the REST pipeline, the authorization server, health. */
@@ -175,6 +177,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     ]);
   }
   const security = securityHeaders(config.issuer);
+  const securityFields = Object.entries(security);
   let closing = false;
   // The W3C trace ids of the requests running now whose callers sent a `traceparent`, by request id: their
   // log lines and audit events carry it. An entry goes once its request is answered or aborted (on the next
@@ -231,7 +234,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     // URLs the router cannot even parse (bad percent-encoding, an over-long path segment) get the API's
     // error shape like every other refusal.
     frameworkErrors(error, request, reply) {
-      setCommonHeaders(request.id, reply as unknown as FastifyReply, security);
+      setCommonHeaders(request.id, reply as unknown as FastifyReply, securityFields);
       // Answered before routing, so no onResponse hook runs: counted (an unmatched request) and its trace
       // id forgotten here instead.
       reply.raw.once('close', () => answered(request as unknown as FastifyRequest, reply as unknown as FastifyReply, 'other', 'unmatched'));
@@ -411,7 +414,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     done();
   });
   fastify.addHook('onRequest', (request, reply, done) => {
-    setCommonHeaders(request.id, reply, security);
+    setCommonHeaders(request.id, reply, securityFields);
     // RFC 9112 §3.2: an HTTP/1.1 request without Host, or with two, is a 400 — answered here, in the API's
     // shape, since Node's own refusal (requireHostHeader) is an empty body and it keeps the first of two.
     if (request.raw.httpVersion === '1.1' && hostFields(request.raw.rawHeaders) !== 1) {

@@ -253,8 +253,10 @@ function policyField(name: string, limit: number, windowSeconds: number): string
 }
 
 export function rateLimitHeaders(result: RateLimitResult): Record<string, string> {
-  return {
-    'ratelimit-policy': result.policyField,
-    ratelimit: `"${result.policyName}";r=${result.remaining};t=${result.resetSeconds}`,
-  };
+  return { 'ratelimit-policy': result.policyField, ratelimit: rateLimitField(result) };
+}
+
+/** The RateLimit field: the budget's name, what is left of it and the seconds until its window ends. */
+export function rateLimitField(result: RateLimitResult): string {
+  return `"${result.policyName}";r=${result.remaining};t=${result.resetSeconds}`;
 }

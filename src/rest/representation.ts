@@ -1,5 +1,5 @@
 import type { FastifyReply } from 'fastify';
-import { rateLimitHeaders } from '../limits/rate-limit.js';
+import { rateLimitField } from '../limits/rate-limit.js';
 import { entityTag, matchesAny } from './entity-tag.js';
 import type { RestExchange } from './rest-exchange.js';
 import type { RouteDefinition } from './route-definition.js';
@@ -22,7 +22,8 @@ const JSON_TYPE = 'application/json; charset=utf-8';
  */
 export function applyExchangeHeaders(ex: RestExchange, reply: FastifyReply): void {
   reply.headers(ex.responseHeaders);
-  if (ex.rateLimit !== null) reply.headers(rateLimitHeaders(ex.rateLimit));
+  const rateLimit = ex.rateLimit;
+  if (rateLimit !== null) reply.header('ratelimit-policy', rateLimit.policyField).header('ratelimit', rateLimitField(rateLimit));
   if (ex.route.deprecated) {
     const { link, ...notice } = ex.route.deprecationHeaders;
     reply.headers(notice);
