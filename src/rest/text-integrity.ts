@@ -49,6 +49,14 @@ export function invalidTextError(path: string): ApiError {
 
 /** Refuses strings with NUL or unpaired surrogates anywhere in the query, path or body. */
 export function rejectInvalidText(ex: RestExchange): void {
-  const path = findInvalidText(ex.query, '/query') ?? findInvalidText(ex.params, '/path') ?? findInvalidText(ex.body, '/body');
+  const path = findInvalidText(ex.query, '/query') ?? invalidPathParameter(ex.params) ?? findInvalidText(ex.body, '/body');
   if (path !== null) throw invalidTextError(path);
+}
+
+/** Path parameters are named by the route (only their values come from the caller): the first invalid value's pointer. */
+function invalidPathParameter(params: Record<string, string>): string | null {
+  for (const name in params) {
+    if (INVALID_TEXT.test(params[name]!)) return `/path/${pointerToken(name)}`;
+  }
+  return null;
 }
