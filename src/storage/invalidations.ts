@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import type { CompiledQuery, Kysely } from 'kysely';
 import type { Database } from './schema.js';
 import { nowIso } from './ids.js';
 
@@ -46,15 +46,23 @@ export async function recordInvalidation(db: Kysely<Database>, kind: Invalidatio
 
 /** Events after `afterSeq`, oldest first, at most `limit`. */
 export async function readInvalidations(db: Kysely<Database>, afterSeq: number, limit: number): Promise<Invalidation[]> {
-  const rows = await db
-    .selectFrom('invalidations')
-    .select(['seq', 'kind', 'target'])
-    .where('seq', '>', afterSeq)
-    .orderBy('seq')
-    .limit(limit)
-    .execute();
+  const { rows } = await db.executeQuery<{ seq: number | string; kind: string; target: string }>({ ...readStatement(db), parameters: [afterSeq, limit] });
   // bigserial comes back from PostgreSQL as a string.
   return rows.map((row) => ({ seq: Number(row.seq), kind: row.kind as InvalidationKind, target: row.target }));
+}
+
+const readStatements = new WeakMap<Kysely<Database>, CompiledQuery>();
+
+/** The read, compiled once per database: every process runs it four times a second, mostly to find nothing. */
+function readStatement(db: Kysely<Database>): CompiledQuery {
+  let statement = readStatements.get(db);
+  if (!statement) {
+    statement = db.selectFrom('invalidations').select(['seq', 'kind', 'target']).where('seq', '>', 0).orderBy('seq').limit(1).compile();
+    // Its two parameters, in this order: the sequence to read after, and the limit.
+    if (statement.parameters.length !== 2) throw new Error('the invalidations read was not compiled with its two parameters');
+    readStatements.set(db, statement);
+  }
+  return statement;
 }
 
 export async function latestInvalidationSeq(db: Kysely<Database>): Promise<number> {
