@@ -127,8 +127,9 @@ export function plainAcceptor(schema: object): ((data: unknown) => boolean) | nu
   const properties = entries.map(([name, property]) => ({
     name,
     required: required.has(name),
-    // Filled in by Ajv (useDefaults) when absent; only plain values are filled in here.
-    fill: isPrimitive(property.default) ? property.default : undefined,
+    // Filled in by Ajv (useDefaults) when absent, and then validated and coerced: filled in here only when
+    // it is a plain value Ajv takes as it is.
+    fill: plainDefault(name, property),
     defaulted: 'default' in property,
     accepts: stringAcceptor(property),
   }));
@@ -150,8 +151,13 @@ export function plainAcceptor(schema: object): ((data: unknown) => boolean) | nu
   ) as (data: unknown) => boolean;
 }
 
-function isPrimitive(value: unknown): value is string | number | boolean {
-  return typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean';
+/** The property's default when it is a string, number or boolean Ajv accepts unchanged; else undefined. */
+function plainDefault(name: string, property: Record<string, unknown>): string | number | boolean | undefined {
+  const value = property.default;
+  if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'boolean') return undefined;
+  const data: Record<string, unknown> = { [name]: value };
+  const accepted = coercing.compile({ type: 'object', properties: { [name]: property } })(data);
+  return accepted && data[name] === value ? value : undefined;
 }
 
 /** A string property's check (null for any other kind of property: Ajv decides those). */

@@ -77,4 +77,24 @@ describe('the quick acceptance of parameters', () => {
     expect(plainAcceptor({ type: 'object', properties: { since: { type: 'string', format: 'date-time' } } })!({ since: '2026-01-01T00:00:00Z' })).toBe(false);
     expect(plainAcceptor({ type: 'object', properties: { a: { type: 'string' } }, anyOf: [] })).toBeNull();
   });
+
+  it('fills in a default only when Ajv takes it as it is, and leaves an absent parameter with any other default to Ajv', () => {
+    const withDefault = (property: object) => plainAcceptor({ type: 'object', properties: { p: property }, additionalProperties: false })!;
+    for (const property of [
+      { type: 'string', pattern: '^[a-z]+$', default: 'Bad!' },
+      { type: 'string', enum: ['asc', 'desc'], default: 'random' },
+      { type: 'string', maxLength: 2, default: 'abcdef' },
+      { type: 'integer', minimum: 1, default: 0 },
+      { type: 'boolean', default: 'yes' },
+      // Ajv would fill these in coerced (20, "5"): not as they are.
+      { type: 'integer', default: '20' },
+      { type: 'string', default: 5 },
+    ]) {
+      const data = {};
+      expect({ property, accepted: withDefault(property)(data), data }).toEqual({ property, accepted: false, data: {} });
+    }
+    const data = {};
+    expect(withDefault({ type: 'integer', minimum: 1, default: 20 })(data)).toBe(true);
+    expect(data).toEqual({ p: 20 });
+  });
 });
