@@ -389,7 +389,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     const exchange = request.exchange;
     if (exchange) {
       answered(request, reply, 'rest', exchange.operationId);
-      restExchangeAnswered(exchange, reply.statusCode, { audit, deprecatedUse });
+      restExchangeAnswered(exchange, reply.statusCode, pipeline);
     } else {
       const options = request.routeOptions;
       const route = options.config?.route;
