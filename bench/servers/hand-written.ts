@@ -4,7 +4,8 @@
  * map, checks that its user is still active and its client still the registration (and revocation count)
  * it was issued under, as cached for 5 s, checks its scope and the role's permission, negotiates the media
  * type and counts the client's and the user's rate-limit budgets (telling the tighter); a handler that checks the path, query and
- * If-None-Match against what the contract allows, reads the post with a prepared SQLite statement, checks
+ * If-None-Match against what the contract allows, reads the post with a prepared SQLite statement (its row
+ * made an object as the pipeline makes it, src/storage/row-reader.ts), checks
  * the caller may read it, and answers with the same serialiser, sha256 ETag and headers (a 304 to a
  * matching If-None-Match); and one hook that counts the request and its latency and queues its
  * hash-chained audit event, appended in batches of 50 (or after 250 ms), as the pipeline's audit log does.
@@ -26,6 +27,7 @@ import type { AuditEvent } from '../../src/audit/audit-event.js';
 import { openDb } from '../../src/storage/dialect.js';
 import { isoTime, newId } from '../../src/storage/ids.js';
 import { migrateToLatest } from '../../src/storage/migrate.js';
+import { rowReader } from '../../src/storage/row-reader.js';
 import { insertUser } from '../../src/storage/users.js';
 import { appendAudit, auditAppended } from './reference-audit.js';
 
@@ -39,7 +41,9 @@ await insertUser(db.kysely, { id: userId, email: 'bench@example.com', name: 'Ben
 const post = { id: newId(), authorId: userId, title: 'Benchmark post', body: 'A post read over and over.', status: 'published', createdAt: now, updatedAt: now };
 await db.kysely.insertInto('posts').values(post).execute();
 
-const selectPost = sqlite.prepare(
+// Read as the pipeline reads a resource: arrays of values made objects by a compiled constructor.
+const selectPost = rowReader(
+  sqlite,
   'select id, author_id as "authorId", title, body, status, created_at as "createdAt", updated_at as "updatedAt" from posts where id = ?',
 );
 let pending: AuditEvent[] = [];

@@ -1,8 +1,8 @@
-import type { Statement } from 'better-sqlite3';
 import type { CompiledQuery, Kysely } from 'kysely';
 import { camelCaseSelect } from './camel-case-select.js';
 import type { Where } from './filter-sql.js';
 import { pageOf, pageOffset, pageQuery, selectPage, type Page, type PageRequest } from './paging.js';
+import { rowReader, type RowReader } from './row-reader.js';
 import type { Database } from './schema.js';
 import type { SqliteHandle } from './sqlite-handle.js';
 
@@ -39,17 +39,17 @@ function compiledLoad(db: Kysely<Database>, table: ResourceTable): CompiledQuery
   return compiled;
 }
 
-const directLoads = new WeakMap<CompiledQuery, Statement>();
+const directLoads = new WeakMap<CompiledQuery, RowReader>();
 
 /** The load query's prepared statement, kept with the compiled query (a statement stays valid until close). */
-function directLoad(sqlite: SqliteHandle, compiled: CompiledQuery): Statement {
-  let statement = directLoads.get(compiled);
-  if (!statement) {
+function directLoad(sqlite: SqliteHandle, compiled: CompiledQuery): RowReader {
+  let reader = directLoads.get(compiled);
+  if (!reader) {
     const columns = sqlite.prepare(compiled.sql).columns().map((column) => column.name);
-    statement = sqlite.prepare(camelCaseSelect(compiled.sql, columns));
-    directLoads.set(compiled, statement);
+    reader = rowReader(sqlite, camelCaseSelect(compiled.sql, columns));
+    directLoads.set(compiled, reader);
   }
-  return statement;
+  return reader;
 }
 
 /**
@@ -58,7 +58,7 @@ function directLoad(sqlite: SqliteHandle, compiled: CompiledQuery): Statement {
  */
 export function loadRow(db: Kysely<Database>, sqlite: SqliteHandle | null, table: ResourceTable, id: string): StoredRow | null | Promise<StoredRow | null> {
   const compiled = compiledLoad(db, table);
-  if (sqlite !== null && !sqlite.inTransaction) return (directLoad(sqlite, compiled).get(id) as StoredRow | undefined) ?? null;
+  if (sqlite !== null && !sqlite.inTransaction) return directLoad(sqlite, compiled).get(id) ?? null;
   return db.executeQuery<StoredRow>({ ...compiled, parameters: [id] }).then(({ rows }) => rows[0] ?? null);
 }
 
@@ -70,28 +70,28 @@ export async function loadRows(db: Kysely<Database>, sqlite: SqliteHandle | null
   if (sqlite !== null && !sqlite.inTransaction) {
     // One id (a post's author): the point lookup, cheaper than reading a JSON array.
     if (ids.length === 1) {
-      const row = directLoad(sqlite, compiledLoad(db, table)).get(ids[0]) as StoredRow | undefined;
+      const row = directLoad(sqlite, compiledLoad(db, table)).get(ids[0]);
       return row === undefined ? [] : [row];
     }
-    return directLoadMany(sqlite, db, table).all(JSON.stringify(ids)) as StoredRow[];
+    return directLoadMany(sqlite, db, table).all(JSON.stringify(ids));
   }
   return builder(db).selectFrom(table.name).select(table.columns as never).where('id', 'in', ids).execute() as Promise<StoredRow[]>;
 }
 
-const directLoadsMany = new WeakMap<CompiledQuery, Statement>();
+const directLoadsMany = new WeakMap<CompiledQuery, RowReader>();
 
 /** `select <columns> from <table> where id in (select value from json_each(?))`, prepared once per table. */
-function directLoadMany(sqlite: SqliteHandle, db: Kysely<Database>, table: ResourceTable): Statement {
+function directLoadMany(sqlite: SqliteHandle, db: Kysely<Database>, table: ResourceTable): RowReader {
   const compiled = compiledLoad(db, table);
-  let statement = directLoadsMany.get(compiled);
-  if (!statement) {
+  let reader = directLoadsMany.get(compiled);
+  if (!reader) {
     const single = directLoad(sqlite, compiled).source;
     const many = single.replace(/ where "id" = \?\)$/, ' where "id" in (select value from json_each(?)))');
     if (many === single) throw new Error(`unexpected load statement: ${single}`);
-    statement = sqlite.prepare(many);
-    directLoadsMany.set(compiled, statement);
+    reader = rowReader(sqlite, many);
+    directLoadsMany.set(compiled, reader);
   }
-  return statement;
+  return reader;
 }
 
 /**
@@ -105,7 +105,7 @@ export interface PageShape {
 }
 
 /** Prepared page statements by query shape, per database; null for a shape that must go through Kysely. */
-const directPages = new WeakMap<Kysely<Database>, Map<string, Statement | null>>();
+const directPages = new WeakMap<Kysely<Database>, Map<string, RowReader | null>>();
 const DIRECT_PAGE_SHAPES = 256;
 
 /** One page of a table's rows matching every condition, in id order (see paging.ts). */
@@ -135,22 +135,22 @@ function directPage(db: Kysely<Database>, sqlite: SqliteHandle, table: ResourceT
   const key = `${table.name}\n${shape.key}\n${request.afterId !== undefined}\n${offset !== null}`;
   let statements = directPages.get(db);
   if (!statements) directPages.set(db, (statements = new Map()));
-  let statement = statements.get(key);
-  if (statement === undefined) {
+  let reader = statements.get(key);
+  if (reader === undefined) {
     // Built once per shape, and used only if Kysely binds exactly the values the shape lists, in order.
     const compiled = pageQuery(db, table.name as keyof Database, where, request, table.columns).compile();
     const same = compiled.parameters.length === parameters.length && compiled.parameters.every((value, i) => value === parameters[i]);
     if (same) {
       const columns = sqlite.prepare(compiled.sql).columns().map((column) => column.name);
-      statement = sqlite.prepare(`${camelCaseSelect(compiled.sql, columns)} order by "id"`);
+      reader = rowReader(sqlite, `${camelCaseSelect(compiled.sql, columns)} order by "id"`);
     } else {
-      statement = null;
+      reader = null;
     }
     if (statements.size >= DIRECT_PAGE_SHAPES) statements.delete(statements.keys().next().value!);
-    statements.set(key, statement);
+    statements.set(key, reader);
   }
-  if (statement === null) return null;
-  return pageOf(statement.all(...parameters) as (StoredRow & { id: string })[], request.limit);
+  if (reader === null) return null;
+  return pageOf(reader.all(...parameters) as (StoredRow & { id: string })[], request.limit);
 }
 
 export async function insertRow(db: Kysely<Database>, table: ResourceTable, row: StoredRow): Promise<void> {

@@ -12,14 +12,17 @@ function afterNextRead(handle: SqliteHandle, state: { id: string | null; between
   return {
     prepare(sql: string) {
       const statement = handle.prepare(sql);
-      if (!/^select/i.test(sql)) return statement;
+      // A row reader's statement starts with its marker comment (src/storage/row-reader.ts).
+      if (!/^(\/\*[^*]*\*\/ *)?select/i.test(sql)) return statement;
       return new Proxy(statement, {
         get(target, property, receiver) {
           const value = Reflect.get(target, property, receiver);
           if (property !== 'get') return typeof value === 'function' ? value.bind(target) : value;
           return (...args: unknown[]) => {
-            const row = (value as (...a: unknown[]) => unknown).apply(target, args) as { id?: string } | undefined;
-            if (state.id !== null && row?.id === state.id) {
+            // An object, or a row reader's array of values.
+            const row = (value as (...a: unknown[]) => unknown).apply(target, args) as { id?: string } | unknown[] | undefined;
+            const read = Array.isArray(row) ? row.includes(state.id) : row?.id === state.id;
+            if (state.id !== null && read) {
               state.id = null;
               state.between();
             }
