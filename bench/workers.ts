@@ -12,10 +12,10 @@
  * that one worker and two are compared doing the same work.
  *
  * Rounds seconds apart still differ on a shared virtual machine (the same code measured 0.99x–1.19x from
- * one run to the next), so the ratio is also measured side by side, and that is the one reported as the
- * verdict: BENCH_SIDE_ROUNDS rounds (default 3) in which one worker and two, on the same database, serve
- * the same request at once, half the connections each, and each process tree's CPU time per request is
- * read over the same seconds. Whatever slows the machine down then slows both alike.
+ * one run to the next), so the ratio is also measured with both loaded at once, and that one gives the
+ * verdict: BENCH_AT_ONCE_ROUNDS rounds (default 3) in which one worker and two, on the same database,
+ * serve the same request at the same time, half the connections each, and each process tree's CPU time
+ * per request is read over the same seconds. Whatever slows the machine down then slows both alike.
  */
 import autocannon from 'autocannon';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -27,7 +27,7 @@ import { cpuMillis, freePort, median } from './processes.js';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-const SIDE_ROUNDS = Number(process.env.BENCH_SIDE_ROUNDS ?? 3);
+const AT_ONCE_ROUNDS = Number(process.env.BENCH_AT_ONCE_ROUNDS ?? 3);
 const WARMUP = 2;
 /** Per server and request, once, before the first round. */
 const START_WARMUP = 5;
@@ -208,7 +208,7 @@ async function measure(scenario: string, server: Running, options: autocannon.Op
  * Servers loaded at once, the connections shared between them, for DURATION seconds after a warm-up: each
  * process tree's CPU time per request over the same seconds.
  */
-async function measureSideBySide(loads: { server: Running; options: autocannon.Options }[]): Promise<{ cpuMicrosPerRequest: number; non2xx: number }[]> {
+async function measureAtOnce(loads: { server: Running; options: autocannon.Options }[]): Promise<{ cpuMicrosPerRequest: number; non2xx: number }[]> {
   const connections = Math.max(1, Math.floor(CONNECTIONS / loads.length));
   await Promise.all(loads.map(({ options }) => autocannon({ ...options, connections, duration: WARMUP })));
   const before = loads.map(({ server }) => treeCpuMillis(server.child.pid!));
@@ -284,9 +284,9 @@ const rows = new Map<string, Row[]>();
 /** Each server's warnings and errors, read before it is stopped for good. */
 const logged = new Map<string, Map<string, number>>();
 const ratios = new Map<string, number[]>();
-/** The same ratios, one worker and two measured side by side. */
-const sideRatios = new Map<string, number[]>();
-let sideFailures = 0;
+/** The same ratios, one worker and two loaded at once. */
+const atOnceRatios = new Map<string, number[]>();
+let atOnceFailures = 0;
 try {
   for (let round = 0; round < ROUNDS; round++) {
     for (const database of databases) {
@@ -309,21 +309,21 @@ try {
       }
     }
   }
-  for (let round = 0; round < SIDE_ROUNDS; round++) {
+  for (let round = 0; round < AT_ONCE_ROUNDS; round++) {
     for (const database of databases) {
       for (const kind of ['read', 'write'] as const) {
         const pair = targets.filter((target) => target.database === database);
         for (const target of pair) signalTree(target.server, 'SIGCONT');
         try {
-          const [one, two] = await measureSideBySide(
+          const [one, two] = await measureAtOnce(
             [1, 2].map((workers) => {
               const target = pair.find((candidate) => candidate.workers === workers)!;
               return { server: target.server, options: target[kind] };
             }),
           );
-          sideFailures += one!.non2xx + two!.non2xx;
+          atOnceFailures += one!.non2xx + two!.non2xx;
           const key = `${database}, ${KINDS[kind]}`;
-          sideRatios.set(key, [...(sideRatios.get(key) ?? []), two!.cpuMicrosPerRequest / one!.cpuMicrosPerRequest]);
+          atOnceRatios.set(key, [...(atOnceRatios.get(key) ?? []), two!.cpuMicrosPerRequest / one!.cpuMicrosPerRequest]);
         } finally {
           for (const target of pair) signalTree(target.server, 'SIGSTOP');
         }
@@ -366,12 +366,12 @@ console.log('\nCPU per request, WORKERS=2 against WORKERS=1, measured one after 
 for (const [key, values] of ratios) {
   console.log(`- ${key}: ${median(values).toFixed(2)}x (${values.map((value) => value.toFixed(2)).join(', ')})`);
 }
-if (sideRatios.size > 0) {
-  console.log(`\nCPU per request, WORKERS=2 against WORKERS=1, side by side (target: at most 1.15x; ${sideFailures} non-2xx answers):`);
-  for (const [key, values] of sideRatios) {
+if (atOnceRatios.size > 0) {
+  console.log(`\nCPU per request, WORKERS=2 against WORKERS=1, loaded at once (target: at most 1.15x; ${atOnceFailures} non-2xx answers):`);
+  for (const [key, values] of atOnceRatios) {
     const ratio = median(values);
     console.log(`- ${key}: ${ratio.toFixed(2)}x (${values.map((value) => value.toFixed(2)).join(', ')}): ${ratio <= 1.15 ? 'within' : 'over'} the target`);
   }
 }
 // A run that answered anything but 2xx measured something else than the requests it names.
-if (sideFailures > 0 || [...rows.values()].some((runs) => runs.some((run) => run.non2xx > 0))) process.exitCode = 1;
+if (atOnceFailures > 0 || [...rows.values()].some((runs) => runs.some((run) => run.non2xx > 0))) process.exitCode = 1;
