@@ -19,7 +19,7 @@ export const listPostComments: Handler<'listPostComments'> = async ({ params, qu
 export const createComment: Handler<'createComment'> = async ({ params, body }, { principal, deps }) => {
   const now = nowIso();
   const row = { id: newId(), postId: params.postId, authorId: callerId(principal), body: body.body, createdAt: now, updatedAt: now };
-  await insertRow(deps.db, comments.table, row);
+  await insertRow(deps.db, deps.sqlite, comments.table, row);
   deps.events.publish('commentAdded', comments.viewOf(row));
   return { status: 201, body: comments.viewOf(row), headers: { location: `/v1/comments/${row.id}` } };
 };

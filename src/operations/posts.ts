@@ -29,7 +29,7 @@ export const createPost: Handler<'createPost'> = async ({ body }, { principal, d
   const now = nowIso();
   // The author is the caller, never a field of the body (no mass assignment).
   const post: PostView = { id: newId(), authorId: callerId(principal), title: body.title, body: body.body, status: body.status ?? 'draft', createdAt: now, updatedAt: now };
-  await insertRow(deps.db, posts.table, post);
+  await insertRow(deps.db, deps.sqlite, posts.table, post);
   if (post.status === 'published') deps.events.publish('postPublished', post);
   return { status: 201, body: post, headers: { location: `/v1/posts/${post.id}` } };
 };

@@ -153,8 +153,57 @@ function directPage(db: Kysely<Database>, sqlite: SqliteHandle, table: ResourceT
   return pageOf(reader.all(...parameters) as (StoredRow & { id: string })[], request.limit);
 }
 
-export async function insertRow(db: Kysely<Database>, table: ResourceTable, row: StoredRow): Promise<void> {
-  await builder(db).insertInto(table.name).values(row).execute();
+/**
+ * Inserts a resource's row. On SQLite the SQL Kysely compiles for this table and these columns runs as a
+ * prepared statement, in a transaction of its own begun as every write's is (`immediateTransaction`, see
+ * sqlite-write-lock.ts): building and compiling the Kysely query cost more than running it. It holds Kysely's
+ * connection meanwhile, as the audit append does, so that no Kysely transaction begins on it while the
+ * write lock is awaited (another process holding it).
+ */
+export async function insertRow(db: Kysely<Database>, sqlite: SqliteHandle | null, table: ResourceTable, row: StoredRow): Promise<void> {
+  const direct = sqlite === null ? null : directInsert(db, table, row);
+  if (direct === null) {
+    await builder(db).insertInto(table.name).values(row).execute();
+    return;
+  }
+  await db.connection().execute(async () =>
+    sqlite!.immediateTransaction(() => {
+      sqlite!.prepare(direct.sql).run(direct.parameters);
+    }),
+  );
+}
+
+/** Insert SQL by table and columns, per database; null for a shape Kysely must write. */
+const directInserts = new WeakMap<Kysely<Database>, Map<string, string | null>>();
+const DIRECT_INSERT_SHAPES = 64;
+
+/**
+ * The row's values as Kysely binds them — in the row's order, absent (undefined) ones left out, booleans as
+ * 1 and 0 (sqlite-boolean-plugin.ts) — with the shape's SQL, or null when the row holds anything else than
+ * plain values (Kysely writes those). A shape's SQL is used only if Kysely, compiling its first row, bound
+ * exactly these values in this order.
+ */
+function directInsert(db: Kysely<Database>, table: ResourceTable, row: StoredRow): { sql: string; parameters: unknown[] } | null {
+  const parameters: unknown[] = [];
+  let key = table.name;
+  for (const column in row) {
+    const value = row[column];
+    if (value === undefined) continue;
+    if (value !== null && typeof value === 'object' && !Buffer.isBuffer(value)) return null;
+    parameters.push(typeof value === 'boolean' ? Number(value) : value);
+    key += `\n${column}`;
+  }
+  let statements = directInserts.get(db);
+  if (!statements) directInserts.set(db, (statements = new Map()));
+  let sql = statements.get(key);
+  if (sql === undefined) {
+    const compiled = builder(db).insertInto(table.name).values(row).compile();
+    const same = compiled.parameters.length === parameters.length && compiled.parameters.every((value, i) => value === parameters[i]);
+    sql = same ? compiled.sql : null;
+    if (statements.size >= DIRECT_INSERT_SHAPES) statements.delete(statements.keys().next().value!);
+    statements.set(key, sql);
+  }
+  return sql === null ? null : { sql, parameters };
 }
 
 /**

@@ -135,7 +135,7 @@ const jottingHandlers = {
   },
   createJotting: async ({ body }: Input, { principal, deps }: OperationContext) => {
     const jotting: JottingView = { id: newId(), authorId: callerId(principal), text: body.text, createdAt: nowIso() };
-    await insertRow(deps.db, jottings.table, { ...jotting });
+    await insertRow(deps.db, deps.sqlite, jottings.table, { ...jotting });
     return { status: 201, body: jotting, headers: { location: `/v1/jottings/${jotting.id}` } };
   },
   getJotting: async ({ query }: Input, { principal, resource, deps, loaders }: OperationContext) => {

@@ -1,7 +1,9 @@
 import { InsertQueryNode, TableNode, UpdateQueryNode, type KyselyPlugin, type OperationNode, type QueryId } from 'kysely';
+import type { Statement } from 'better-sqlite3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { PENDING_MS, RETENTION_MS } from '../../src/rest/idempotency.js';
 import { purgeExpiredIdempotencyKeys } from '../../src/storage/idempotency-keys.js';
+import type { SqliteHandle } from '../../src/storage/sqlite-handle.js';
 import { startTestApp, type TestApp, type TestUser } from '../helpers/app.js';
 import { DATABASE_KINDS } from '../helpers/databases.js';
 
@@ -46,15 +48,42 @@ function faultyDatabase() {
       return result;
     },
   };
-  return { seams, plugin };
+  /**
+   * On SQLite a post is inserted by its prepared statement (resource-rows.ts), not through Kysely: the
+   * handle's statement runs the seam once the row is written, inside the insert's transaction.
+   */
+  const handle = (sqlite: SqliteHandle): SqliteHandle => ({
+    prepare(sql: string) {
+      const statement = sqlite.prepare(sql);
+      if (!/^insert into "posts"/.test(sql)) return statement;
+      return new Proxy(statement, {
+        get(target, property, receiver) {
+          const value = Reflect.get(target, property, receiver);
+          if (property !== 'run') return typeof value === 'function' ? value.bind(target) : value;
+          return (...args: unknown[]) => {
+            const result = (value as (...a: unknown[]) => unknown).apply(target, args);
+            void seams.afterPostInsert?.();
+            return result;
+          };
+        },
+      }) as Statement;
+    },
+    get inTransaction() {
+      return sqlite.inTransaction;
+    },
+    beginImmediate: () => sqlite.beginImmediate(),
+    immediateTransaction: (run) => sqlite.immediateTransaction(run),
+    backup: (file) => sqlite.backup(file),
+  });
+  return { seams, plugin, handle };
 }
 
 describe.each(DATABASE_KINDS)('Idempotency-Key when the response cannot be stored at once, on %s', (kind) => {
-  const { seams, plugin } = faultyDatabase();
+  const { seams, plugin, handle } = faultyDatabase();
   let t: TestApp;
 
   beforeAll(async () => {
-    t = await startTestApp(kind, {}, { wrapDb: (db) => ({ ...db, kysely: db.kysely.withPlugin(plugin) }) });
+    t = await startTestApp(kind, {}, { wrapDb: (db) => ({ ...db, kysely: db.kysely.withPlugin(plugin), sqlite: db.sqlite && handle(db.sqlite) }) });
   });
   afterAll(async () => {
     await t?.close();
@@ -71,7 +100,10 @@ describe.each(DATABASE_KINDS)('Idempotency-Key when the response cannot be store
     return t.database.db.kysely.selectFrom('posts').selectAll().where('authorId', '=', user.id).orderBy('id').execute();
   }
 
-  /** The key's row through a connection of its own (SQLite: the handle, outside Kysely's one connection). */
+  /**
+   * The key's row through a connection of its own (SQLite: the handle, outside Kysely's one connection, read
+   * at once: the seam runs it inside the insert's transaction, which holds that connection).
+   */
   async function keyRow(key: string): Promise<KeyRow | undefined> {
     const sqlite = t.database.db.sqlite;
     if (sqlite) {

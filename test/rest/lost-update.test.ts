@@ -19,9 +19,10 @@ function afterNextRead(handle: SqliteHandle, state: { id: string | null; between
           const value = Reflect.get(target, property, receiver);
           if (property !== 'get') return typeof value === 'function' ? value.bind(target) : value;
           return (...args: unknown[]) => {
-            // An object, or a row reader's array of values.
+            // An object, or a row reader's array of values (its id where the statement's id column is).
             const row = (value as (...a: unknown[]) => unknown).apply(target, args) as { id?: string } | unknown[] | undefined;
-            const read = Array.isArray(row) ? row.includes(state.id) : row?.id === state.id;
+            const id = Array.isArray(row) ? row[target.columns().findIndex((column) => column.name === 'id')] : row?.id;
+            const read = id === state.id;
             if (state.id !== null && read) {
               state.id = null;
               state.between();
