@@ -30,7 +30,7 @@ export const getComment: Handler<'getComment'> = ({ query }, { principal, resour
 export const replaceComment: Handler<'replaceComment'> = async ({ body }, { resource, deps }) => {
   const current = comments.viewOf(resource!);
   // The body is the only field a comment's write sets: nothing read earlier is written back.
-  await updateRow(deps.db, comments.table, current.id, null, { body: body.body, updatedAt: nowIso() });
+  await updateRow(deps.db, deps.sqlite, comments.table, current.id, null, { body: body.body, updatedAt: nowIso() });
   return { status: 200, body: { ...current, body: body.body } };
 };
 

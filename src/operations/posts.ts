@@ -37,7 +37,7 @@ export const createPost: Handler<'createPost'> = async ({ body }, { principal, d
 export const replacePost: Handler<'replacePost'> = async ({ body }, { resource, deps }) => {
   const current = posts.viewOf(resource!);
   const next = { title: body.title, body: body.body, status: body.status, updatedAt: nowIso() };
-  if (!(await updateRow(deps.db, posts.table, current.id, current.updatedAt, next))) throw changedMeanwhile();
+  if (!(await updateRow(deps.db, deps.sqlite, posts.table, current.id, current.updatedAt, next))) throw changedMeanwhile();
   const replaced = { ...current, ...next };
   if (current.status !== 'published' && replaced.status === 'published') deps.events.publish('postPublished', replaced);
   return { status: 200, body: replaced };

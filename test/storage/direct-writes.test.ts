@@ -7,16 +7,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDb, sqliteFileIn, type Db } from '../../src/storage/dialect.js';
 import { isoTime, newId } from '../../src/storage/ids.js';
 import { migrateToLatest } from '../../src/storage/migrate.js';
-import { insertRow } from '../../src/storage/resource-rows.js';
+import { insertRow, updateRow } from '../../src/storage/resource-rows.js';
 import { insertUser } from '../../src/storage/users.js';
 import { posts } from '../../src/resources/posts.js';
 
 /**
- * On SQLite a resource's row is inserted with the SQL Kysely compiles for its shape, run as a prepared
- * statement: what is stored must be what Kysely would have stored, and the write must take the write lock
- * as every other write does.
+ * On SQLite a resource's row is inserted and updated with the SQL Kysely compiles for the write's shape, run
+ * as a prepared statement: what is stored must be what Kysely would have stored, and the write must take
+ * the write lock as every other write does.
  */
-describe('insertRow on SQLite', () => {
+describe('insertRow and updateRow on SQLite', () => {
   let dataDir: string;
   let db: Db;
   const authorId = newId();
@@ -59,6 +59,34 @@ describe('insertRow on SQLite', () => {
     }
   });
 
+  it('updates only the version the caller read, and says whether it did', async () => {
+    const row = post('read');
+    await insertRow(db.kysely, db.sqlite, posts.table, row);
+    const later = isoTime(Date.now() + 1000);
+    // Another version than the one read: nothing written.
+    expect(await updateRow(db.kysely, db.sqlite, posts.table, row.id, '2000-01-01T00:00:00.000Z', { title: 'stale', updatedAt: later })).toBe(false);
+    expect(await storedPost(row.id)).toMatchObject({ title: 'read', updatedAt: now });
+    // The version read: written, the other fields left alone, an absent change not written.
+    expect(await updateRow(db.kysely, db.sqlite, posts.table, row.id, now, { title: 'updated', body: undefined, updatedAt: later })).toBe(true);
+    expect(await storedPost(row.id)).toEqual({ ...row, title: 'updated', updatedAt: later });
+    // Whatever the version.
+    expect(await updateRow(db.kysely, db.sqlite, posts.table, row.id, null, { status: 'published' })).toBe(true);
+    expect(await storedPost(row.id)).toEqual({ ...row, title: 'updated', status: 'published', updatedAt: later });
+    expect(await updateRow(db.kysely, db.sqlite, posts.table, 'no-such-id', null, { status: 'published' })).toBe(false);
+
+    // Booleans and nulls as Kysely writes them.
+    const table = { name: 'directTypes', columns: ['id', 'flag', 'note', 'absent'] };
+    const typed = { id: newId(), flag: false, note: 'a note' };
+    await insertRow(db.kysely, db.sqlite, table, typed);
+    expect(await updateRow(db.kysely, db.sqlite, table, typed.id, null, { flag: true, note: null })).toBe(true);
+    expect((await sql<Record<string, unknown>>`select * from direct_types where id = ${typed.id}`.execute(db.kysely)).rows[0]).toEqual({
+      id: typed.id,
+      flag: 1,
+      note: null,
+      absent: 'default',
+    });
+  });
+
   it('leaves a row holding anything but plain values to Kysely', async () => {
     const row = post(sql<string>`'writ' || 'ten by SQL'`);
     await insertRow(db.kysely, db.sqlite, posts.table, row);
@@ -67,6 +95,8 @@ describe('insertRow on SQLite', () => {
     const plain = post('plain after SQL');
     await insertRow(db.kysely, db.sqlite, posts.table, plain);
     expect((await storedPost(plain.id))?.title).toBe('plain after SQL');
+    expect(await updateRow(db.kysely, db.sqlite, posts.table, plain.id, null, { title: sql<string>`upper(title)` })).toBe(true);
+    expect((await storedPost(plain.id))?.title).toBe('PLAIN AFTER SQL');
   });
 
   it('fails as Kysely would on a constraint, and leaves no transaction open', async () => {
@@ -87,13 +117,17 @@ describe('insertRow on SQLite', () => {
     let inserted = false;
     let read = false;
     const insert = insertRow(db.kysely, db.sqlite, posts.table, row).then(() => (inserted = true));
+    // An update of a row of another process's making waits the same way.
+    let updated = false;
+    const update = updateRow(db.kysely, db.sqlite, posts.table, row.id, null, { status: 'published' }).then((done) => (updated = done));
     // A Kysely statement of this process waits for the connection the insert holds.
     const reading = db.kysely.selectFrom('posts').select('id').execute().then(() => (read = true));
     await new Promise((resolve) => setTimeout(resolve, 50));
-    expect([inserted, read, db.sqlite!.inTransaction]).toEqual([false, false, false]);
+    expect([inserted, updated, read, db.sqlite!.inTransaction]).toEqual([false, false, false, false]);
     other.exec('commit');
     other.close();
-    await Promise.all([insert, reading]);
-    expect((await storedPost(row.id))?.title).toBe('after the other process');
+    await Promise.all([insert, update, reading]);
+    expect(updated).toBe(true);
+    expect(await storedPost(row.id)).toMatchObject({ title: 'after the other process', status: 'published' });
   });
 });
