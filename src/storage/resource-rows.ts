@@ -158,7 +158,7 @@ function directPage(db: Kysely<Database>, sqlite: SqliteHandle, table: ResourceT
  * prepared statement (see directWrite): building and compiling the Kysely query cost more than running it.
  */
 export async function insertRow(db: Kysely<Database>, sqlite: SqliteHandle | null, table: ResourceTable, row: StoredRow): Promise<void> {
-  const plain = sqlite === null ? null : plainValues(row);
+  const plain = sqlite === null || db.isTransaction ? null : plainValues(row);
   if (plain !== null) {
     const sql = directWriteSql(db, `insert\n${table.name}\n${plain.columns}`, plain.values, () => builder(db).insertInto(table.name).values(row).compile());
     if (sql !== null) {
@@ -187,7 +187,7 @@ export async function updateRow(
     const query = builder(db).updateTable(table.name).set(changes).where('id', '=', id);
     return readUpdatedAt === null ? query : query.where('updatedAt', '=', readUpdatedAt);
   };
-  const plain = sqlite === null ? null : plainValues(changes);
+  const plain = sqlite === null || db.isTransaction ? null : plainValues(changes);
   if (plain !== null) {
     const parameters = readUpdatedAt === null ? [...plain.values, id] : [...plain.values, id, readUpdatedAt];
     const sql = directWriteSql(db, `update\n${table.name}\n${plain.columns}\n${readUpdatedAt !== null}`, parameters, () => update().compile());
@@ -198,8 +198,9 @@ export async function updateRow(
 }
 
 /**
- * A write on SQLite without Kysely: `sql`, compiled by Kysely once for the write's shape, runs as a prepared
- * statement in a transaction of its own, begun as every write's is (`immediateTransaction`, the write lock
+ * A write on SQLite without Kysely, when not given a transaction (which writes through Kysely, on the
+ * connection it holds): `sql`, compiled by Kysely once for the write's shape, runs as a prepared statement in
+ * a transaction of its own, begun as every write's is (`immediateTransaction`, the write lock
  * without SQLite's sleeping busy handler, see sqlite-write-lock.ts). It holds Kysely's connection meanwhile,
  * as the audit append does, so that no Kysely transaction begins on it while the lock is awaited (another
  * process holding it). Returns the rows changed. (An insert of a post: 40–55 µs instead of 55–105.)
@@ -233,8 +234,9 @@ function directWriteSql(db: Kysely<Database>, key: string, parameters: readonly 
 
 /**
  * A row's values as Kysely binds them — in the row's order, absent (undefined) ones left out, booleans as 1
- * and 0 (sqlite-boolean-plugin.ts) — with the columns they go to; null when one is not a plain value (an SQL
- * expression, say), which Kysely writes.
+ * and 0 (sqlite-boolean-plugin.ts) — with the columns they go to (each after its length, so that no two lists
+ * of names read alike); null when one is not a plain value (an SQL expression or an expression's factory,
+ * say), which Kysely writes.
  */
 function plainValues(row: StoredRow): { columns: string; values: unknown[] } | null {
   const values: unknown[] = [];
@@ -242,9 +244,9 @@ function plainValues(row: StoredRow): { columns: string; values: unknown[] } | n
   for (const column in row) {
     const value = row[column];
     if (value === undefined) continue;
-    if (value !== null && typeof value === 'object' && !Buffer.isBuffer(value)) return null;
+    if (typeof value === 'function' || (value !== null && typeof value === 'object' && !Buffer.isBuffer(value))) return null;
     values.push(typeof value === 'boolean' ? Number(value) : value);
-    columns += `${column},`;
+    columns += `${column.length}:${column}`;
   }
   return { columns, values };
 }

@@ -99,6 +99,47 @@ describe('insertRow and updateRow on SQLite', () => {
     expect((await storedPost(plain.id))?.title).toBe('PLAIN AFTER SQL');
   });
 
+  it("leaves an expression's factory to Kysely too, whatever the shape's first row was", async () => {
+    const plain = post('plain first');
+    await insertRow(db.kysely, db.sqlite, posts.table, plain);
+    const factory = post((eb: { val(value: string): unknown }) => eb.val('from a factory'));
+    await insertRow(db.kysely, db.sqlite, posts.table, factory);
+    expect((await storedPost(factory.id))?.title).toBe('from a factory');
+  });
+
+  it('writes through a transaction it is given, which commits or rolls back with it', async () => {
+    const kept = post('kept');
+    const dropped = post('dropped');
+    await db.kysely.transaction().execute(async (trx) => {
+      await insertRow(trx, db.sqlite, posts.table, kept);
+      expect(await updateRow(trx, db.sqlite, posts.table, kept.id, now, { title: 'kept, updated' })).toBe(true);
+    });
+    await expect(
+      db.kysely.transaction().execute(async (trx) => {
+        await insertRow(trx, db.sqlite, posts.table, dropped);
+        expect(await updateRow(trx, db.sqlite, posts.table, kept.id, null, { title: 'rolled back' })).toBe(true);
+        throw new Error('roll back');
+      }),
+    ).rejects.toThrow('roll back');
+    expect((await storedPost(kept.id))?.title).toBe('kept, updated');
+    expect(await storedPost(dropped.id)).toBeUndefined();
+  });
+
+  it('tells shapes apart whatever their columns are named', async () => {
+    db.sqlite!.prepare('create table direct_names (id text primary key, "a" text, "b" text, "a,b" text, "1:a" text)').run();
+    const table = { name: 'directNames', columns: ['id', 'a', 'b', 'a,b', '1:a'] };
+    const rows = [
+      { id: newId(), a: 'one', b: 'two' },
+      { id: newId(), 'a,b': 'three' },
+      { id: newId(), '1:a': 'four' },
+      { id: newId(), a: 'five' },
+    ];
+    for (const row of rows) await insertRow(db.kysely, db.sqlite, table, row);
+    const stored = (await sql<Record<string, unknown>>`select * from direct_names`.execute(db.kysely)).rows;
+    expect(stored).toEqual(expect.arrayContaining(rows.map((row) => ({ a: null, b: null, 'a,b': null, '1:a': null, ...row }))));
+    expect(stored).toHaveLength(rows.length);
+  });
+
   it('fails as Kysely would on a constraint, and leaves no transaction open', async () => {
     const row = post('first');
     await insertRow(db.kysely, db.sqlite, posts.table, row);
