@@ -3,7 +3,7 @@ import { digestSecret, generateSecret } from '../oauth/secrets.js';
 import { revokeClientTokens } from '../oauth/tokens/access-token-records.js';
 import { recordInvalidation } from '../storage/invalidations.js';
 import { deleteClientRow, insertClient, updateClientSettings } from '../storage/clients.js';
-import { newId, nowIso } from '../storage/ids.js';
+import { newId, nextVersion, nowIso } from '../storage/ids.js';
 import { isUniqueViolation } from '../storage/unique-violation.js';
 import { clients } from '../resources/clients.js';
 import { listReadable } from '../resources/lists.js';
@@ -71,7 +71,7 @@ export const replaceClient: Handler<'replaceClient'> = async ({ body }, { resour
   // A full replacement (RFC 9110 §9.3.4): what the body leaves out takes its default, as on creation
   // (validation filled in the contract's defaults; a role has none, absent being null).
   const replaced = { ...body, role: body.role ?? null, rateLimit: body.rateLimit ?? null };
-  const updatedAt = nowIso();
+  const updatedAt = nextVersion(String(resource!.updatedAt));
   await deps.db.transaction().execute(async (trx) => {
     if (!(await updateClientSettings(trx, current.id, String(resource!.updatedAt), replaced, updatedAt))) throw changedMeanwhile();
     // Role, scopes and settings: every server re-reads the registration, and narrows the tokens it issued.

@@ -1,4 +1,4 @@
-import { newId, nowIso } from '../storage/ids.js';
+import { newId, nextVersion, nowIso } from '../storage/ids.js';
 import { insertRow, updateRow } from '../storage/resource-rows.js';
 import { deleteResources } from '../resources/delete.js';
 import { expandAll } from '../resources/expand.js';
@@ -36,7 +36,7 @@ export const createPost: Handler<'createPost'> = async ({ body }, { principal, d
 
 export const replacePost: Handler<'replacePost'> = async ({ body }, { resource, deps }) => {
   const current = posts.viewOf(resource!);
-  const next = { title: body.title, body: body.body, status: body.status, updatedAt: nowIso() };
+  const next = { title: body.title, body: body.body, status: body.status, updatedAt: nextVersion(current.updatedAt) };
   if (!(await updateRow(deps.db, deps.sqlite, posts.table, current.id, current.updatedAt, next))) throw changedMeanwhile();
   const replaced = { ...current, ...next };
   if (current.status !== 'published' && replaced.status === 'published') deps.events.publish('postPublished', replaced);

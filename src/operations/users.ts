@@ -2,7 +2,7 @@ import { ApiError } from '../errors/registry.js';
 import { hashPassword } from '../oauth/passwords.js';
 import { revokeUserTokens } from '../oauth/tokens/access-token-records.js';
 import { recordInvalidation } from '../storage/invalidations.js';
-import { newId, nowIso } from '../storage/ids.js';
+import { newId, nextVersion, nowIso } from '../storage/ids.js';
 import { isUniqueViolation } from '../storage/unique-violation.js';
 import { deleteUserRow, insertUser, updateUserRow } from '../storage/users.js';
 import { listReadable } from '../resources/lists.js';
@@ -31,7 +31,7 @@ export const replaceUser: Handler<'replaceUser'> = async ({ body }, { resource, 
   const next = { email: body.email, name: body.name, role: body.role, active: body.active };
   // The fields the caller's role may not change (role, status, email, password for a member) were refused
   // before the handler, by the pipeline's check-protected-fields stage (REST and GraphQL alike).
-  const updatedAt = nowIso();
+  const updatedAt = nextVersion(current.updatedAt);
   const changes = { ...next, updatedAt, ...(body.password ? { passwordHash: await hashPassword(body.password) } : {}) };
   try {
     await deps.db.transaction().execute(async (trx) => {

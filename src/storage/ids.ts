@@ -47,6 +47,18 @@ export function nowIso(): string {
   return new Date().toISOString();
 }
 
+/**
+ * The `updatedAt` a write leaves on a row whose version it read as `replaced`: now, or one millisecond after
+ * `replaced` when now is not later. A version check compares `updatedAt`, so two writes in one millisecond
+ * must not leave the same one: the second, checking the version both read, would take the row for unchanged
+ * and write over the first (a lost update).
+ */
+export function nextVersion(replaced: string): string {
+  const now = Date.now();
+  const after = Date.parse(replaced) + 1;
+  return isoTime(Number.isFinite(after) && after > now ? after : now);
+}
+
 let isoSecond = Number.NaN;
 let isoPrefix = '';
 
