@@ -1,4 +1,6 @@
+import { ApiError } from '../errors/registry.js';
 import { newId, nowIso } from '../storage/ids.js';
+import { isForeignKeyViolation } from '../storage/unique-violation.js';
 import { insertRow, updateRow } from '../storage/resource-rows.js';
 import { comments } from '../resources/comments.js';
 import { deleteResources } from '../resources/delete.js';
@@ -19,7 +21,10 @@ export const listPostComments: Handler<'listPostComments'> = async ({ params, qu
 export const createComment: Handler<'createComment'> = async ({ params, body }, { principal, deps }) => {
   const now = nowIso();
   const row = { id: newId(), postId: params.postId, authorId: callerId(principal), body: body.body, createdAt: now, updatedAt: now };
-  await insertRow(deps.db, deps.sqlite, comments.table, row);
+  await insertRow(deps.db, deps.sqlite, comments.table, row).catch((error: unknown) => {
+    // The post was deleted after the pipeline loaded it: answered as if it had been gone already.
+    throw isForeignKeyViolation(error) ? new ApiError('NOT_FOUND') : error;
+  });
   deps.events.publish('commentAdded', comments.viewOf(row));
   return { status: 201, body: comments.viewOf(row), headers: { location: `/v1/comments/${row.id}` } };
 };
@@ -29,8 +34,9 @@ export const getComment: Handler<'getComment'> = ({ query }, { principal, resour
 
 export const replaceComment: Handler<'replaceComment'> = async ({ body }, { resource, deps }) => {
   const current = comments.viewOf(resource!);
-  // The body is the only field a comment's write sets: nothing read earlier is written back.
-  await updateRow(deps.db, deps.sqlite, comments.table, current.id, null, { body: body.body, updatedAt: nowIso() });
+  // The body is the only field a comment's write sets: nothing read earlier is written back. A comment deleted
+  // after the pipeline loaded it has no row to write: answered as if it had been gone already.
+  if (!(await updateRow(deps.db, deps.sqlite, comments.table, current.id, null, { body: body.body, updatedAt: nowIso() }))) throw new ApiError('NOT_FOUND');
   return { status: 200, body: { ...current, body: body.body } };
 };
 
