@@ -1,7 +1,7 @@
-import type { Statement } from 'better-sqlite3';
 import type { KyselyPlugin, RootOperationNode } from 'kysely';
 import type { SqliteHandle } from '../../src/storage/sqlite-handle.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { watchStatements } from '../helpers/sqlite-statements.js';
 import { newId, nowIso } from '../../src/storage/ids.js';
 import { startTestApp, type TestApp, type TestUser } from '../helpers/app.js';
 import { DATABASE_KINDS } from '../helpers/databases.js';
@@ -22,29 +22,14 @@ function statementLog() {
     },
     transformResult: async ({ result }) => result,
   };
-  const countStatements = (handle: SqliteHandle): SqliteHandle => ({
-    prepare(sql: string) {
-      const statement = handle.prepare(sql);
-      const table = /\bfrom "?([a-z_]+)"?/.exec(sql)?.[1] ?? '';
-      if (!RESOURCE_TABLES.includes(table)) return statement;
-      return new Proxy(statement, {
-        get(target, property, receiver) {
-          const value = Reflect.get(target, property, receiver);
-          if (typeof value !== 'function' || !['get', 'all', 'iterate', 'run'].includes(String(property))) return typeof value === 'function' ? value.bind(target) : value;
-          return (...args: unknown[]) => {
-            if (log.recording) log.tables.push(table);
-            return (value as (...a: unknown[]) => unknown).apply(target, args);
-          };
-        },
-      }) as Statement;
-    },
-    get inTransaction() {
-      return handle.inTransaction;
-    },
-    beginImmediate: () => handle.beginImmediate(),
-    immediateTransaction: (run) => handle.immediateTransaction(run),
-    backup: (file) => handle.backup(file),
-  });
+  const countStatements = (handle: SqliteHandle): SqliteHandle =>
+    watchStatements(
+      handle,
+      (sql) => (RESOURCE_TABLES.includes(/\bfrom "?([a-z_]+)"?/.exec(sql)?.[1] ?? '') ? ['get', 'all', 'iterate', 'run'] : []),
+      ({ sql }) => {
+        if (log.recording) log.tables.push(/\bfrom "?([a-z_]+)"?/.exec(sql)![1]!);
+      },
+    );
   return { log, plugin, countStatements };
 }
 

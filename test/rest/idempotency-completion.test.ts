@@ -1,6 +1,6 @@
 import { InsertQueryNode, TableNode, UpdateQueryNode, type KyselyPlugin, type OperationNode, type QueryId } from 'kysely';
-import type { Statement } from 'better-sqlite3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { watchStatements } from '../helpers/sqlite-statements.js';
 import { PENDING_MS, RETENTION_MS } from '../../src/rest/idempotency.js';
 import { purgeExpiredIdempotencyKeys } from '../../src/storage/idempotency-keys.js';
 import type { SqliteHandle } from '../../src/storage/sqlite-handle.js';
@@ -52,29 +52,12 @@ function faultyDatabase() {
    * On SQLite a post is inserted by its prepared statement (resource-rows.ts), not through Kysely: the
    * handle's statement runs the seam once the row is written, inside the insert's transaction.
    */
-  const handle = (sqlite: SqliteHandle): SqliteHandle => ({
-    prepare(sql: string) {
-      const statement = sqlite.prepare(sql);
-      if (!/^insert into "posts"/.test(sql)) return statement;
-      return new Proxy(statement, {
-        get(target, property, receiver) {
-          const value = Reflect.get(target, property, receiver);
-          if (property !== 'run') return typeof value === 'function' ? value.bind(target) : value;
-          return (...args: unknown[]) => {
-            const result = (value as (...a: unknown[]) => unknown).apply(target, args);
-            void seams.afterPostInsert?.();
-            return result;
-          };
-        },
-      }) as Statement;
-    },
-    get inTransaction() {
-      return sqlite.inTransaction;
-    },
-    beginImmediate: () => sqlite.beginImmediate(),
-    immediateTransaction: (run) => sqlite.immediateTransaction(run),
-    backup: (file) => sqlite.backup(file),
-  });
+  const handle = (sqlite: SqliteHandle): SqliteHandle =>
+    watchStatements(
+      sqlite,
+      (sql) => (/^insert into "posts"/.test(sql) ? ['run'] : []),
+      () => void seams.afterPostInsert?.(),
+    );
   return { seams, plugin, handle };
 }
 

@@ -1,5 +1,5 @@
-import type { Statement } from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { watchStatements } from '../helpers/sqlite-statements.js';
 import type { SqliteHandle } from '../../src/storage/sqlite-handle.js';
 import { startTestApp, type TestApp, type TestUser } from '../helpers/app.js';
 
@@ -9,36 +9,20 @@ import { startTestApp, type TestApp, type TestUser } from '../helpers/app.js';
 
 /** Runs `between` once, right after the next read of the row with this id (the request's load-resource). */
 function afterNextRead(handle: SqliteHandle, state: { id: string | null; between: () => void }): SqliteHandle {
-  return {
-    prepare(sql: string) {
-      const statement = handle.prepare(sql);
-      // A row reader's statement starts with its marker comment (src/storage/row-reader.ts).
-      if (!/^(\/\*[^*]*\*\/ *)?select/i.test(sql)) return statement;
-      return new Proxy(statement, {
-        get(target, property, receiver) {
-          const value = Reflect.get(target, property, receiver);
-          if (property !== 'get') return typeof value === 'function' ? value.bind(target) : value;
-          return (...args: unknown[]) => {
-            // An object, or a row reader's array of values (its id where the statement's id column is).
-            const row = (value as (...a: unknown[]) => unknown).apply(target, args) as { id?: string } | unknown[] | undefined;
-            const id = Array.isArray(row) ? row[target.columns().findIndex((column) => column.name === 'id')] : row?.id;
-            const read = id === state.id;
-            if (state.id !== null && read) {
-              state.id = null;
-              state.between();
-            }
-            return row;
-          };
-        },
-      }) as Statement;
+  // A row reader's statement starts with its marker comment (src/storage/row-reader.ts).
+  return watchStatements(
+    handle,
+    (sql) => (/^(\/\*[^*]*\*\/ *)?select/i.test(sql) ? ['get'] : []),
+    ({ statement, result }) => {
+      // An object, or a row reader's array of values (its id where the statement's id column is).
+      const row = result as { id?: string } | unknown[] | undefined;
+      const id = Array.isArray(row) ? row[statement.columns().findIndex((column) => column.name === 'id')] : row?.id;
+      if (state.id !== null && id === state.id) {
+        state.id = null;
+        state.between();
+      }
     },
-    get inTransaction() {
-      return handle.inTransaction;
-    },
-    beginImmediate: () => handle.beginImmediate(),
-    immediateTransaction: (run) => handle.immediateTransaction(run),
-    backup: (file) => handle.backup(file),
-  };
+  );
 }
 
 describe('a write never writes back a copy that changed meanwhile', () => {
