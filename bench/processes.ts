@@ -3,6 +3,7 @@
  * to CPU 1 (when `taskset` and a second core exist), and the server's CPU time read from /proc, so that a
  * comparison made in one run shares the machine's speed of the moment.
  */
+import autocannon from 'autocannon';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -144,6 +145,31 @@ export function cpuMillis(pid: number): number {
   const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   const ticks = Number(fields[11]) + Number(fields[12]);
   return (ticks * 1000) / 100; // USER_HZ is 100 on Linux
+}
+
+/**
+ * Loads run at once, each by its own autocannon, `warmupSeconds` uncounted and then `seconds` counted: each
+ * one's requests, CPU time per request (its `cpuMillis` read before and after the counted seconds) and
+ * non-2xx answers, errors and timeouts. Servers loaded together on the same cores share whatever the machine
+ * does meanwhile, so the ratio of their CPU per request does not drift with it.
+ */
+export async function loadAtOnce(
+  loads: readonly { options: autocannon.Options; cpuMillis: () => number }[],
+  warmupSeconds: number,
+  seconds: number,
+): Promise<{ requests: number; cpuMicrosPerRequest: number; errors: number }[]> {
+  if (warmupSeconds > 0) await Promise.all(loads.map(({ options }) => autocannon({ ...options, duration: warmupSeconds })));
+  const before = loads.map((load) => load.cpuMillis());
+  const results = await Promise.all(loads.map(({ options }) => autocannon({ ...options, duration: seconds })));
+  return loads.map((load, i) => {
+    const result = results[i]!;
+    const requests = result.requests.total;
+    return {
+      requests,
+      cpuMicrosPerRequest: ((load.cpuMillis() - before[i]!) * 1000) / Math.max(1, requests),
+      errors: result.non2xx + result.errors + result.timeouts,
+    };
+  });
 }
 
 export function median(values: number[]): number {

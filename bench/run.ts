@@ -31,6 +31,7 @@ import { pacedLoad } from './paced-load.js';
 import {
   cpuMillis,
   describeMachine,
+  loadAtOnce,
   median,
   pinLoadGenerator,
   probeCoreStalls,
@@ -142,32 +143,15 @@ async function measure(
   );
 }
 
-/**
- * Two servers loaded at once, half the connections each, with the others stopped: each one's requests and
- * CPU time per request over the same `seconds`, both on the same core at the same moment.
- */
-async function atOnce(
-  pair: readonly { server: Server; path: string; headers: Record<string, string> }[],
-  warmup: number,
-  seconds: number,
-): Promise<{ requests: number; cpuMicrosPerRequest: number; errors: number }[]> {
-  const loads = pair.map(({ server, path, headers }) => ({ url: `http://127.0.0.1:${server.info.port}${path}`, connections: CONNECTIONS / 2, headers }));
+/** Two servers loaded at once (`loadAtOnce`), half the connections each, with the others stopped. */
+function atOnce(pair: readonly { server: Server; path: string; headers: Record<string, string> }[], warmup: number, seconds: number) {
+  const loads = pair.map(({ server, path, headers }) => ({
+    options: { url: `http://127.0.0.1:${server.info.port}${path}`, connections: CONNECTIONS / 2, headers },
+    cpuMillis: () => cpuMillis(server.child.pid!),
+  }));
   return whileStopped(
     servers.filter((other) => !pair.some(({ server }) => server === other)),
-    async () => {
-      if (warmup > 0) await Promise.all(loads.map((load) => autocannon({ ...load, duration: warmup })));
-      const before = pair.map(({ server }) => cpuMillis(server.child.pid!));
-      const results = await Promise.all(loads.map((load) => autocannon({ ...load, duration: seconds })));
-      return pair.map(({ server }, i) => {
-        const result = results[i]!;
-        const requests = result.requests.total;
-        return {
-          requests,
-          cpuMicrosPerRequest: ((cpuMillis(server.child.pid!) - before[i]!) * 1000) / Math.max(1, requests),
-          errors: result.non2xx + result.errors + result.timeouts,
-        };
-      });
-    },
+    () => loadAtOnce(loads, warmup, seconds),
   );
 }
 

@@ -23,7 +23,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { cpuMillis, freePort, median } from './processes.js';
+import { cpuMillis, freePort, loadAtOnce, median } from './processes.js';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -204,24 +204,6 @@ async function measure(scenario: string, server: Running, options: autocannon.Op
   };
 }
 
-/**
- * Servers loaded at once, the connections shared between them, for DURATION seconds after a warm-up: each
- * process tree's CPU time per request over the same seconds.
- */
-async function measureAtOnce(loads: { server: Running; options: autocannon.Options }[]): Promise<{ cpuMicrosPerRequest: number; non2xx: number }[]> {
-  const connections = Math.max(1, Math.floor(CONNECTIONS / loads.length));
-  await Promise.all(loads.map(({ options }) => autocannon({ ...options, connections, duration: WARMUP })));
-  const before = loads.map(({ server }) => treeCpuMillis(server.child.pid!));
-  const results = await Promise.all(loads.map(({ options }) => autocannon({ ...options, connections, duration: DURATION })));
-  return loads.map(({ server }, i) => {
-    const result = results[i]!;
-    return {
-      cpuMicrosPerRequest: ((treeCpuMillis(server.child.pid!) - before[i]!) * 1000) / Math.max(1, result.requests.total),
-      non2xx: result.non2xx + result.errors + result.timeouts,
-    };
-  });
-}
-
 /** A running server's processes (the primary and its workers) stopped or resumed together. */
 function signalTree(server: Running, signal: 'SIGSTOP' | 'SIGCONT'): void {
   for (const pid of processTree(server.child.pid!)) {
@@ -315,13 +297,15 @@ try {
         const pair = targets.filter((target) => target.database === database);
         for (const target of pair) signalTree(target.server, 'SIGCONT');
         try {
-          const [one, two] = await measureAtOnce(
+          const [one, two] = await loadAtOnce(
             [1, 2].map((workers) => {
               const target = pair.find((candidate) => candidate.workers === workers)!;
-              return { server: target.server, options: target[kind] };
+              return { options: { ...target[kind], connections: CONNECTIONS / 2 }, cpuMillis: () => treeCpuMillis(target.server.child.pid!) };
             }),
+            WARMUP,
+            DURATION,
           );
-          atOnceFailures += one!.non2xx + two!.non2xx;
+          atOnceFailures += one!.errors + two!.errors;
           const key = `${database}, ${KINDS[kind]}`;
           atOnceRatios.set(key, [...(atOnceRatios.get(key) ?? []), two!.cpuMicrosPerRequest / one!.cpuMicrosPerRequest]);
         } finally {

@@ -139,8 +139,7 @@ function directPage(db: Kysely<Database>, sqlite: SqliteHandle, table: ResourceT
   if (reader === undefined) {
     // Built once per shape, and used only if Kysely binds exactly the values the shape lists, in order.
     const compiled = pageQuery(db, table.name as keyof Database, where, request, table.columns).compile();
-    const same = compiled.parameters.length === parameters.length && compiled.parameters.every((value, i) => value === parameters[i]);
-    if (same) {
+    if (bindsExactly(compiled, parameters)) {
       const columns = sqlite.prepare(compiled.sql).columns().map((column) => column.name);
       reader = rowReader(sqlite, `${camelCaseSelect(compiled.sql, columns)} order by "id"`);
     } else {
@@ -224,12 +223,16 @@ function directWriteSql(db: Kysely<Database>, key: string, parameters: readonly 
   let sql = statements.get(key);
   if (sql === undefined) {
     const compiled = compile();
-    const same = compiled.parameters.length === parameters.length && compiled.parameters.every((value, i) => value === parameters[i]);
-    sql = same ? compiled.sql : null;
+    sql = bindsExactly(compiled, parameters) ? compiled.sql : null;
     if (statements.size >= DIRECT_WRITE_SHAPES) statements.delete(statements.keys().next().value!);
     statements.set(key, sql);
   }
   return sql;
+}
+
+/** Whether Kysely's compiled query binds exactly `parameters`, in this order. */
+function bindsExactly(compiled: CompiledQuery, parameters: readonly unknown[]): boolean {
+  return compiled.parameters.length === parameters.length && compiled.parameters.every((value, i) => value === parameters[i]);
 }
 
 /**
