@@ -20,6 +20,7 @@ import { closeIfBodyUnread } from './http/unread-body.js';
 import { addressKey } from './limits/address-key.js';
 import { RateLimiter, rateLimitHeaders } from './limits/rate-limit.js';
 import { SignInThrottle } from './limits/sign-in-throttle.js';
+import { passwordWork } from './oauth/passwords.js';
 import { KeyStore } from './oauth/keys/key-store.js';
 import { startKeyRotation } from './oauth/keys/rotation-schedule.js';
 import { oauthMethodNotAllowed } from './oauth/endpoints/wrong-method.js';
@@ -224,6 +225,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         // A hijacked request (the WebSocket upgrade) has no onResponse: the map is capped, oldest out.
         if (traces.size >= MAX_TRACED_REQUESTS) traces.delete(traces.keys().next().value!);
         traces.set(requestId, traceId);
+        // An aborted request has no onResponse either: its entry goes when its socket does. Only traced
+        // requests pay for the listener (Fastify's onRequestAbort hook would add one to every request).
+        rawRequest.once('close', () => forgetTrace(requestId));
       }
       return requestId;
     },
@@ -291,6 +295,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
 
   const keys = await KeyStore.open(db, config);
   const keyRotation = startKeyRotation(keys, fastify.log);
+  // Hashing is per process, like libuv's thread pool it runs on.
+  passwordWork.concurrency = config.passwordHashConcurrency;
   const metrics = new Metrics(() => audit.pendingCount);
   const tokens = new TokenService({ db, config, keys, onIssued: (grantType) => metrics.tokenIssued(grantType) });
   const subjects = new SubjectDirectory(db.kysely);
@@ -330,10 +336,6 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   );
   await invalidations.start();
   const stopFollowingWrites = shared.followInvalidations(invalidations);
-  fastify.addHook('onRequestAbort', (request, done) => {
-    forgetTrace(request.id);
-    done();
-  });
   const audit = new AuditLog(db, fastify.log, {
     failureWindowMs: config.audit.failureWindowSeconds * 1000,
     maxPending: config.audit.maxPending,

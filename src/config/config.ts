@@ -99,6 +99,11 @@ export interface Config {
   };
   /** WORKERS: server processes behind the one port (node:cluster); the cores in production, else 1. */
   readonly workers: number;
+  /**
+   * PASSWORD_HASH_CONCURRENCY: password hashes one process runs at once (src/oauth/passwords.ts); half the
+   * cores over the workers, at least 1.
+   */
+  readonly passwordHashConcurrency: number;
   /** Development defaults in force; production refuses to start with any of them. */
   readonly developmentDefaults: readonly string[];
 }
@@ -287,6 +292,7 @@ export function loadConfig(env: Env = process.env): Config {
   if (!LOG_LEVELS.includes(logLevel)) problems.add('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
 
   const rateLimitMax = readInt(env, 'RATE_LIMIT_MAX', 600, 1, 1_000_000, problems);
+  const workers = readInt(env, 'WORKERS', nodeEnv === 'production' ? availableParallelism() : 1, 1, 256, problems);
   const config: Config = {
     env: nodeEnv,
     host,
@@ -358,7 +364,8 @@ export function loadConfig(env: Env = process.env): Config {
       port: env.METRICS_PORT === undefined || env.METRICS_PORT === '' ? null : readInt(env, 'METRICS_PORT', 9464, 1, 65535, problems),
       host: readString(env, 'METRICS_HOST') ?? '127.0.0.1',
     },
-    workers: readInt(env, 'WORKERS', nodeEnv === 'production' ? availableParallelism() : 1, 1, 256, problems),
+    workers,
+    passwordHashConcurrency: readInt(env, 'PASSWORD_HASH_CONCURRENCY', Math.max(1, Math.floor(availableParallelism() / 2 / workers)), 1, 64, problems),
     developmentDefaults,
   };
 

@@ -1,4 +1,6 @@
 import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+import { availableParallelism } from 'node:os';
+import { ApiError } from '../errors/registry.js';
 
 /**
  * User passwords are chosen by people, so they are stretched with scrypt (memory-hard, RFC 7914).
@@ -55,10 +57,70 @@ function deriveKey(password: string, salt: Buffer, ln: number, r: number, p: num
   // RFC 8265 §4.2 (OpaqueString): compare passwords in Unicode NFC, so the same characters typed on
   // different keyboards or platforms hash alike.
   const input = Buffer.from(password.normalize('NFC'), 'utf8');
-  return new Promise((resolve, reject) => {
-    scrypt(input, salt, length, options, (error, key) => (error ? reject(error) : resolve(key)));
-  });
+  return passwordWork.run(
+    () =>
+      new Promise<Buffer>((resolve, reject) => {
+        scrypt(input, salt, length, options, (error, key) => (error ? reject(error) : resolve(key)));
+      }),
+  );
 }
+
+/** Hashes that may wait for each one running, before more are refused. */
+export const WAITING_PER_HASH = 8;
+
+/**
+ * The password hashes of one process. A hash is the most expensive work anyone can ask of this server without
+ * credentials (a sign-in or a password grant: 128 MiB and a quarter to half a second of a core each), and it
+ * runs on libuv's thread pool, on the cores that serve every other request. The sign-in throttle bounds
+ * guesses per address and account, not over all of them: many addresses at once could keep every core
+ * hashing. So at most `concurrency` hashes run at once and WAITING_PER_HASH times as many wait, in order;
+ * beyond that an attempt is refused at once with 503 UNAVAILABLE and Retry-After, before any work (and a
+ * sign-in refused so does not count as a failure: the throttle gives back what a check that throws
+ * reserved). Memory for hashing stays at `concurrency` x 128 MiB.
+ */
+export class PasswordWork {
+  #running = 0;
+  readonly #waiting: (() => void)[] = [];
+
+  constructor(public concurrency: number) {}
+
+  /** Hashes running and waiting now. */
+  get load(): { running: number; waiting: number } {
+    return { running: this.#running, waiting: this.#waiting.length };
+  }
+
+  run<T>(work: () => Promise<T>): Promise<T> {
+    if (this.#running < this.concurrency) {
+      this.#running++;
+      return this.#execute(work);
+    }
+    if (this.#waiting.length >= this.concurrency * WAITING_PER_HASH) {
+      return Promise.reject(new ApiError('UNAVAILABLE', 'Too many passwords are being checked at the moment; retry in a second.', { headers: { 'retry-after': '1' } }));
+    }
+    // The place of a hash that ends is handed to the next in line, never freed in between.
+    return new Promise<void>((resolve) => this.#waiting.push(resolve)).then(() => this.#execute(work));
+  }
+
+  #execute<T>(work: () => Promise<T>): Promise<T> {
+    let running: Promise<T>;
+    try {
+      running = work();
+    } catch (error) {
+      running = Promise.reject(error);
+    }
+    return running.finally(() => {
+      const next = this.#waiting.shift();
+      if (next) next();
+      else this.#running--;
+    });
+  }
+}
+
+/**
+ * This process's hashing: half the cores, at least one hash at a time, until the server sets it from its
+ * configuration (PASSWORD_HASH_CONCURRENCY, which also divides the cores among WORKERS).
+ */
+export const passwordWork = new PasswordWork(Math.max(1, Math.floor(availableParallelism() / 2)));
 
 /** PHC strings use standard base64 without padding. */
 function encodeBase64(bytes: Buffer): string {

@@ -8,6 +8,16 @@ import { generateSecret } from './secrets.js';
 /** Checked against when the email is unknown, so that case costs one scrypt like a wrong password. */
 let decoyHash: Promise<string> | null = null;
 
+function decoy(): Promise<string> {
+  // Made once; a decoy refused (too many hashes at once, passwords.ts) is made again next time, not kept
+  // as a refusal for good.
+  decoyHash ??= hashPassword(generateSecret()).catch((error: unknown) => {
+    decoyHash = null;
+    throw error;
+  });
+  return decoyHash;
+}
+
 /** The active user with this email and password, or null (unknown email, wrong password, deactivated). */
 export async function verifyUserCredentials(db: Kysely<Database>, email: string, password: string): Promise<UserRecord | null> {
   return (await checkUserCredentials(db, email, password))?.user ?? null;
@@ -23,8 +33,7 @@ export async function checkUserCredentials(
   password: string,
 ): Promise<{ user: UserRecord; credentialStamp: string; revocations: number } | null> {
   const found = await findUserCredentials(db, email);
-  decoyHash ??= hashPassword(generateSecret());
-  const matches = await verifyPassword(password, found?.passwordHash ?? (await decoyHash));
+  const matches = await verifyPassword(password, found?.passwordHash ?? (await decoy()));
   if (!found || !matches || !found.active) return null;
   const { passwordHash, revocations, ...user } = found;
   return { user, credentialStamp: credentialStamp(passwordHash), revocations };

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { passwordWork, WAITING_PER_HASH } from '../../src/oauth/passwords.js';
 import { digestSecret } from '../../src/oauth/secrets.js';
 import { DATABASE_KINDS } from '../helpers/databases.js';
 import { ADMIN_CLIENT_ID, type TestApp, type TestUser } from '../helpers/app.js';
@@ -266,6 +267,26 @@ describe.each(DATABASE_KINDS)('users and clients on %s', (kind) => {
       const row = await t.database.db.kysely.selectFrom('users').select('passwordHash').where('id', '=', String(user.id)).executeTakeFirstOrThrow();
       expect(row.passwordHash).not.toContain(password);
       expect(row.passwordHash.length).toBeGreaterThan(password.length);
+    });
+
+    it('answers 503 UNAVAILABLE with Retry-After, creating nobody, while the process hashes as many passwords as it may', async () => {
+      const saved = passwordWork.concurrency;
+      passwordWork.concurrency = 1;
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      const held = Array.from({ length: 1 + WAITING_PER_HASH }, () => passwordWork.run(() => gate));
+      try {
+        const before = await count('users');
+        const email = `refused-${Date.now()}@example.com`;
+        const res = await t.request({ method: 'POST', url: '/v1/users', token: admin, body: { email, name: 'Refused', role: 'member', password: 'a-long-enough-password' } });
+        expectError(res, 503, { error: { code: 'UNAVAILABLE', message: 'Too many passwords are being checked at the moment; retry in a second.' } });
+        expect(res.headers['retry-after']).toBe('1');
+        expect(await count('users')).toBe(before);
+      } finally {
+        release();
+        await Promise.all(held);
+        passwordWork.concurrency = saved;
+      }
     });
 
     it('refuses a duplicate email with 409 CONFLICT, creating nobody', async () => {

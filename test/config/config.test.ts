@@ -69,6 +69,16 @@ describe('configuration', () => {
     expect(problemsOf({ WORKERS: 'all' })).toEqual(['WORKERS: must be an integer, got "all"']);
   });
 
+  it('hashes half the cores over the workers at once, at least one, unless PASSWORD_HASH_CONCURRENCY says otherwise', () => {
+    const cores = availableParallelism();
+    expect(loadConfig({}).passwordHashConcurrency).toBe(Math.max(1, Math.floor(cores / 2)));
+    expect(loadConfig({ WORKERS: String(cores) }).passwordHashConcurrency).toBe(1);
+    expect(loadConfig({ WORKERS: '256' }).passwordHashConcurrency).toBe(1);
+    expect(loadConfig({ PASSWORD_HASH_CONCURRENCY: '6', WORKERS: '4' }).passwordHashConcurrency).toBe(6);
+    expect(problemsOf({ PASSWORD_HASH_CONCURRENCY: '0' })).toEqual(['PASSWORD_HASH_CONCURRENCY: must be between 1 and 64, got 0']);
+    expect(problemsOf({ PASSWORD_HASH_CONCURRENCY: '65' })).toEqual(['PASSWORD_HASH_CONCURRENCY: must be between 1 and 64, got 65']);
+  });
+
   it('refuses access-token lifetimes outside 300..3600 s', () => {
     expect(problemsOf({ ACCESS_TOKEN_TTL: '299' })).toEqual(['ACCESS_TOKEN_TTL: must be between 300 and 3600, got 299']);
     expect(problemsOf({ ACCESS_TOKEN_TTL: '3601' })).toEqual(['ACCESS_TOKEN_TTL: must be between 300 and 3600, got 3601']);

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SIGN_IN_LIMITS } from '../../../src/limits/sign-in-throttle.js';
-import { hashPassword } from '../../../src/oauth/passwords.js';
+import { hashPassword, passwordWork } from '../../../src/oauth/passwords.js';
 import { updatePasswordHash, type UserRecord } from '../../../src/storage/users.js';
 import { DATABASE_KINDS } from '../../helpers/databases.js';
 import { createClient } from '../fixtures.js';
@@ -32,10 +32,17 @@ function expectLocked(reply: Reply): void {
 describe.each(DATABASE_KINDS)('sign-in throttling on %s', { timeout: 90_000 }, (kind) => {
   let t: FlowApp;
 
+  const hashesAtOnce = passwordWork.concurrency;
   beforeAll(async () => {
     t = await openFlowApp(kind, { OAUTH_PASSWORD_GRANT: 'enabled' });
+    // The throttle is what this file tests: room for all of its concurrent checks at once (20 at most), so
+    // that none is refused for want of a place to hash (password-hash-limit.test.ts tests that).
+    passwordWork.concurrency = 4;
   });
-  afterAll(() => t.close());
+  afterAll(async () => {
+    passwordWork.concurrency = hashesAtOnce;
+    await t.close();
+  });
 
   /** A browser at `address` on the login page of the account page (no authorization request needed). */
   async function atLogin(address: string, browser = new Browser(t.oauth.app, address)): Promise<{ browser: Browser; fields: Record<string, string> }> {
