@@ -8,7 +8,8 @@ import { digestSecret, generateSecret } from '../oauth/secrets.js';
 import { revokeClientTokens } from '../oauth/tokens/access-token-records.js';
 import { checkClientSettings } from '../operations/client-settings.js';
 import { findClientByClientId, insertClient, toClientRecord, type ClientRecord, type ClientWithSecret } from '../storage/clients.js';
-import { newId, nowIso } from '../storage/ids.js';
+import { newId, nextVersion, nowIso } from '../storage/ids.js';
+import { lockClientVersion } from '../storage/row-locks.js';
 import type { Database } from '../storage/schema.js';
 import { recordInvalidation } from '../storage/invalidations.js';
 import { isUniqueViolation } from '../storage/unique-violation.js';
@@ -243,7 +244,11 @@ const rotateClientSecretCommand: Command = {
     const now = nowIso();
     const revokeTokens = options['revoke-tokens'] === true;
     await db.kysely.transaction().execute(async (trx) => {
-      await trx.updateTable('clients').set({ secretHash: digestSecret(secret), updatedAt: now }).where('id', '=', client.id).execute();
+      // A new version, never the one read: a settings change that read it, and a grant in progress that
+      // checked the registration, must both find it changed.
+      const version = await lockClientVersion(trx, client.id);
+      if (version === null) throw new Error(`no client ${client.clientId}`);
+      await trx.updateTable('clients').set({ secretHash: digestSecret(secret), updatedAt: nextVersion(version) }).where('id', '=', client.id).execute();
       // Either way running servers read the registration again (the old secret's digest is in what they hold).
       if (revokeTokens) await revokeClientTokens(trx, client.clientId, now);
       else await recordInvalidation(trx, 'client', client.clientId);

@@ -1,7 +1,8 @@
 import type { Kysely } from 'kysely';
 import { hashPassword } from '../oauth/passwords.js';
 import { generateSecret } from '../oauth/secrets.js';
-import { newId, nowIso } from '../storage/ids.js';
+import { newId, nextVersion, nowIso } from '../storage/ids.js';
+import { lockUser } from '../storage/row-locks.js';
 import type { Database } from '../storage/schema.js';
 import { isUniqueViolation } from '../storage/unique-violation.js';
 import { findUserRowByEmail, insertUser, toUserRecord, type Role, type UserRecord } from '../storage/users.js';
@@ -119,16 +120,21 @@ const deactivateUserCommand: Command = {
     if (!user) throw new Error(`no user ${positionals[0]}`);
     const now = nowIso();
     // As PUT /v1/users/{id} does on deactivation: the flag and the revocation commit together, so no
-    // token outlives the account being switched off. Servers re-read subject status within seconds.
-    const revoked = await db.kysely.transaction().execute(async (trx) => {
-      if (user.active) await trx.updateTable('users').set({ active: false, updatedAt: now }).where('id', '=', user.id).execute();
-      return revokeUserTokens(trx, user.id, now);
+    // token outlives the account being switched off. Servers re-read subject status within seconds. The
+    // user is read again under its lock, and the change leaves a new version (never the one a concurrent
+    // PUT read, which must then find the user changed rather than switch it back on).
+    const { revoked, version } = await db.kysely.transaction().execute(async (trx) => {
+      const locked = await lockUser(trx, user.id);
+      if (!locked) throw new Error(`no user ${positionals[0]}`);
+      const deactivated = locked.active ? nextVersion(locked.updatedAt) : null;
+      if (deactivated !== null) await trx.updateTable('users').set({ active: false, updatedAt: deactivated }).where('id', '=', user.id).execute();
+      return { revoked: await revokeUserTokens(trx, user.id, now), version: deactivated };
     });
     if (options.json) {
-      writeJson({ user: user.active ? { ...user, active: false, updatedAt: now } : user, revokedTokens: revoked });
+      writeJson({ user: version !== null ? { ...user, active: false, updatedAt: version } : { ...user, active: false }, revokedTokens: revoked });
       return EXIT_OK;
     }
-    writeLine(`${user.active ? 'deactivated' : 'already inactive:'} user ${user.id} <${user.email}>; revoked ${formatCount(revoked, 'access token')}`);
+    writeLine(`${version !== null ? 'deactivated' : 'already inactive:'} user ${user.id} <${user.email}>; revoked ${formatCount(revoked, 'access token')}`);
     return EXIT_OK;
   },
 };

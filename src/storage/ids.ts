@@ -53,8 +53,7 @@ export function nowIso(): string {
  * must not leave the same one: the second, checking the version both read, would take the row for unchanged
  * and write over the first (a lost update).
  */
-export function nextVersion(replaced: string): string {
-  const now = Date.now();
+export function nextVersion(replaced: string, now = Date.now()): string {
   const after = Date.parse(replaced) + 1;
   return isoTime(Number.isFinite(after) && after > now ? after : now);
 }

@@ -49,3 +49,14 @@ export async function countUserRevocation(db: Kysely<Database>, userId: string):
 export async function countClientRevocation(db: Kysely<Database>, clientId: string): Promise<void> {
   await db.updateTable('clients').set((eb) => ({ revocations: eb('revocations', '+', 1) })).where('clientId', '=', clientId).execute();
 }
+
+/**
+ * A client registration's version (`updatedAt`), read under a lock that a change made outside the API (a
+ * new secret) holds until it commits: on PostgreSQL it waits for the row's other writers, and theirs wait
+ * for it. SQLite's write transaction already excludes them. Null: no such registration.
+ */
+export async function lockClientVersion(db: Kysely<Database>, clientRegistrationId: string): Promise<string | null> {
+  const query = db.selectFrom('clients').select('updatedAt').where('id', '=', clientRegistrationId);
+  const row = await (isSqlite(db) ? query : query.forUpdate()).executeTakeFirst();
+  return row?.updatedAt ?? null;
+}

@@ -46,6 +46,15 @@ describe.each(DATABASE_KINDS)('portcullis clients on %s', { timeout: CLI_TEST_TI
     expect((await authenticate('reporting', fresh!)).client.clientId).toBe('reporting');
   });
 
+  it('rotate-secret leaves a new version of the registration, even within the millisecond of the one before', async () => {
+    expect((await runCli([...SERVICE, '--client-id', 'versioned'], t.env)).code).toBe(0);
+    // A version later than the clock: a write in the same millisecond as it is what must still move it.
+    const read = new Date(Date.now() + 60_000).toISOString();
+    await t.db.kysely.updateTable('clients').set({ updatedAt: read }).where('clientId', '=', 'versioned').execute();
+    expect((await runCli(['clients', 'rotate-secret', 'versioned'], t.env)).code).toBe(0);
+    expect((await clientRow('versioned'))!.updatedAt).toBe(new Date(Date.parse(read) + 1).toISOString());
+  });
+
   it('create gives a client without --ttl the server\'s ACCESS_TOKEN_TTL', async () => {
     const created = await runCli([...SERVICE, '--client-id', 'cli-default-ttl', '--json'], { ...t.env, ACCESS_TOKEN_TTL: '300' });
     expect(created.code, created.stderr).toBe(0);

@@ -122,4 +122,19 @@ describe.each(DATABASE_KINDS)('portcullis users on %s', { timeout: CLI_TEST_TIME
 
     expect(await runCli(['users', 'deactivate', 'nobody@example.com'], t.env)).toEqual({ code: 1, stdout: '', stderr: 'error: no user nobody@example.com\n' });
   });
+
+  it('deactivate leaves a new version, never the one a concurrent PUT read, even within the same millisecond', async () => {
+    expect((await runCli(['users', 'create', '--email', 'versioned@example.com', '--name', 'V', '--role', 'member', '--password', 'a long enough password'], t.env)).code).toBe(0);
+    const user = await userRow('versioned@example.com');
+    // A version later than the clock: a write in the same millisecond as it is what must still move it.
+    const read = new Date(Date.now() + 60_000).toISOString();
+    await t.db.kysely.updateTable('users').set({ updatedAt: read }).where('id', '=', user.id).execute();
+    const result = await runCli(['users', 'deactivate', user.id, '--json'], t.env);
+    const next = new Date(Date.parse(read) + 1).toISOString();
+    expect(JSON.parse(result.stdout)).toMatchObject({ user: { id: user.id, active: false, updatedAt: next } });
+    expect(await userRow('versioned@example.com')).toMatchObject({ updatedAt: next });
+    // A PUT that read the version before the deactivation finds the user changed: it cannot switch it back on.
+    const put = await t.db.kysely.updateTable('users').set({ active: true }).where('id', '=', user.id).where('updatedAt', '=', read).executeTakeFirst();
+    expect(Number(put.numUpdatedRows)).toBe(0);
+  });
 });

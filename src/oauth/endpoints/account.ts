@@ -4,6 +4,7 @@ import { deleteConsent } from '../../storage/consents.js';
 import { listUserApplications } from '../../storage/user-applications.js';
 import { routes } from '../../../generated/routes.js';
 import { partValidator } from '../../rest/validation.js';
+import { nextVersion } from '../../storage/ids.js';
 import { findLiveLoginSession } from '../../storage/login-sessions.js';
 import { lockUser } from '../../storage/row-locks.js';
 import type { Database } from '../../storage/schema.js';
@@ -46,13 +47,12 @@ export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): vo
     if (next.length < 12 || next.length > 256 || CONTROL.test(next)) {
       return showAccount(deps, reply, signedIn, request, { notice: null, error: 'The new password must have 12 to 256 characters and no control characters.', status: 400 });
     }
-    const now = new Date(deps.clock()).toISOString();
     const passwordHash = await hashPassword(next);
     // Every token, refresh family and session of the user ends; this browser gets a fresh session, stored
     // under the same lock, so that a reset or deactivation committed after the change also ends it.
-    const session = await changeIfUnchanged(deps, signedIn, checked, async (trx) => {
-      await updatePasswordHash(trx, signedIn.user.id, passwordHash, now);
-      await revokeUserTokens(trx, signedIn.user.id, now);
+    const session = await changeIfUnchanged(deps, signedIn, checked, async (trx, version) => {
+      await updatePasswordHash(trx, signedIn.user.id, passwordHash, version);
+      await revokeUserTokens(trx, signedIn.user.id, new Date(deps.clock()).toISOString());
       return deps.sessions.startWithin(trx, signedIn.user.id);
     });
     if (session === null) return formExpired(deps, request, reply, signedIn, 'account.password');
@@ -80,10 +80,9 @@ export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): vo
     if (!validEmail(email)) {
       return showAccount(deps, reply, signedIn, request, { notice: null, error: 'The new email address is not a valid address (at most 254 characters).', status: 400 });
     }
-    const now = new Date(deps.clock()).toISOString();
-    let changed: true | null;
+    let changed: string | null;
     try {
-      changed = await changeIfUnchanged(deps, signedIn, checked, (trx) => updateUserEmail(trx, signedIn.user.id, email, now).then(() => true as const));
+      changed = await changeIfUnchanged(deps, signedIn, checked, (trx, version) => updateUserEmail(trx, signedIn.user.id, email, version).then(() => version));
     } catch (error) {
       if (!isUniqueViolation(error)) throw error;
       // Not an authorization decision (the password was right): recorded under its own name.
@@ -93,7 +92,7 @@ export function registerAccountPages(scope: FastifyInstance, deps: PageDeps): vo
     if (changed === null) return formExpired(deps, request, reply, signedIn, 'account.email');
     deps.forgetUser(signedIn.user.id);
     recordAccount(deps, request.id, signedIn, 'account.email');
-    const moved = { ...signedIn, user: { ...signedIn.user, email, updatedAt: now } };
+    const moved = { ...signedIn, user: { ...signedIn.user, email, updatedAt: changed } };
     // A known-device cookie names the email it was earned under: this browser, which just proved the
     // password, stays known under the new one.
     const cookies = [deps.knownDevices.remember(email, checked.credentialStamp)];
@@ -173,17 +172,23 @@ function formExpired(deps: PageDeps, request: FastifyRequest, reply: FastifyRepl
  * Makes a change the current password was checked for, under the user's lock, only if nothing changed
  * since the check read the user (`updatedAt`: another password or email change, a deactivation) and this
  * browser's session is still live (signing out everywhere, or a password change elsewhere, ended it):
- * the scrypt check takes long enough for either to commit meanwhile. What the change answers, or null when
- * something did.
+ * the scrypt check takes long enough for either to commit meanwhile. The change is given the user's next
+ * version (`updatedAt`, never the one it replaces, so that a write that read the old one sees it). What
+ * the change answers, or null when something did.
  */
-async function changeIfUnchanged<T>(deps: PageDeps, signedIn: SignedIn, checked: CheckedPassword, change: (trx: Kysely<Database>) => Promise<T>): Promise<T | null> {
+async function changeIfUnchanged<T>(
+  deps: PageDeps,
+  signedIn: SignedIn,
+  checked: CheckedPassword,
+  change: (trx: Kysely<Database>, version: string) => Promise<T>,
+): Promise<T | null> {
   await deps.beforeAccountChange?.();
   return writeTransaction(deps.db, async (trx) => {
     const user = await lockUser(trx, signedIn.user.id);
     // `revocations` too: two changes within one millisecond would leave `updatedAt` as it was.
     if (!user || !user.active || user.updatedAt !== checked.updatedAt || user.revocations !== checked.revocations) return null;
     if ((await findLiveLoginSession(trx, signedIn.sessionId, new Date(deps.clock()).toISOString())) === null) return null;
-    return change(trx);
+    return change(trx, nextVersion(user.updatedAt, deps.clock()));
   });
 }
 

@@ -298,6 +298,23 @@ describe.each(DATABASE_KINDS)('account changes racing another change on %s', (ki
     return { browser, fields: formFields((await browser.get('/oauth/account')).body, form) };
   }
 
+  it('leaves a new version of the user with each change, even within the millisecond of the one before', async () => {
+    const user = await createUser(app.db);
+    const { browser, fields } = await onAccountPage(user, '/oauth/account/email');
+    // A version later than the clock: a change in the same millisecond as it is what must still move it, so
+    // that a PUT of the user that read it finds the user changed instead of writing over the change.
+    const read = new Date(Date.now() + 60_000).toISOString();
+    await app.db.kysely.updateTable('users').set({ updatedAt: read }).where('id', '=', user.id).execute();
+    const version = async () => (await app.db.kysely.selectFrom('users').select('updatedAt').where('id', '=', user.id).executeTakeFirstOrThrow()).updatedAt;
+    const moved = await browser.post('/oauth/account/email', { csrf_token: fields.csrf_token!, current_password: PASSWORD, new_email: `versioned-${user.id}@example.com` });
+    expect(moved.statusCode).toBe(200);
+    expect(await version()).toBe(new Date(Date.parse(read) + 1).toISOString());
+    const passwordFields = formFields((await browser.get('/oauth/account')).body, '/oauth/account/password');
+    const changed = await browser.post('/oauth/account/password', { csrf_token: passwordFields.csrf_token!, current_password: PASSWORD, new_password: NEW_PASSWORD });
+    expect(changed.statusCode).toBe(200);
+    expect(await version()).toBe(new Date(Date.parse(read) + 2).toISOString());
+  }, 90_000);
+
   it('refuses an email change whose password check an elsewhere password change overtook: nothing changes', async () => {
     const user = await createUser(app.db);
     const { browser, fields } = await onAccountPage(user, '/oauth/account/email');
