@@ -6,7 +6,7 @@ import { ApiError, ERROR_CODES, UNAVAILABLE_RETRY_AFTER_SECONDS } from '../error
 import { isRefusal, toApiError } from '../errors/rest-renderer.js';
 import { rateLimitHeaders } from '../limits/rate-limit.js';
 import { checkAffordable, checkBatchSize, checkDocumentLimits, LimitExceededError, parseWithinLimits, type GraphqlLimits } from '../limits/graphql-limits.js';
-import { runStages, type Stage } from '../pipeline/pipeline.js';
+import { compileStages, type Stage } from '../pipeline/pipeline.js';
 import { recordDecision } from '../pipeline/record-decision.js';
 import { authorizeOperation, chargeCaller, identify, largestCharge, limit, limitAddress } from '../pipeline/stages.js';
 import { ANONYMOUS } from '../policy/principal.js';
@@ -54,6 +54,8 @@ export const REQUEST_STAGES: readonly Stage<GraphqlExchange, GraphqlDeps>[] = [
   { name: 'authenticate', run: identify },
   { name: 'rate-limit', run: limit },
 ];
+
+const runRequestStages = compileStages(REQUEST_STAGES);
 
 /** The REST operation a root field runs, for the resource it checks when its own `@auth` names none. */
 const REST_TWINS: Readonly<Record<string, string>> = { 'Mutation.createComment': 'createComment', 'Subscription.commentAdded': 'listPostComments' };
@@ -136,7 +138,7 @@ export async function registerGraphql(app: FastifyInstance, pluginDeps: GraphqlP
       if (type === null) return sendFailure(reply, GRAPHQL_RESPONSE, new ApiError('NOT_ACCEPTABLE', `Accept ${GRAPHQL_RESPONSE} or application/json.`), null);
       const ex = openExchange(request);
       try {
-        const pending = runStages(REQUEST_STAGES, ex, deps);
+        const pending = runRequestStages(ex, deps);
         if (pending) await pending;
         const body = request.body;
         if (Array.isArray(body)) {

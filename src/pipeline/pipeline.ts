@@ -36,6 +36,25 @@ export function runStages<E extends Exchange, D extends PipelineDeps>(stages: re
   return runFrom(stages, 0, ex, deps);
 }
 
+/**
+ * The stages as one function of their own, which calls each in order exactly as `runStages` does. Each list
+ * gets its own compiled code, so that every call in it sees one stage only (which V8 may then inline),
+ * where `runStages`'s one call site sees every stage of every list. Compiled from the stages' positions
+ * alone: no name, text or value of a stage becomes code.
+ */
+export function compileStages<E extends Exchange, D extends PipelineDeps>(stages: readonly Stage<E, D>[]): (ex: E, deps: D) => StageResult {
+  const runs = stages.map((stage) => stage.run);
+  const names = runs.map((_, i) => `stage${i}`);
+  const calls = runs.map((_, i) =>
+    i === runs.length - 1
+      ? `return stage${i}(ex, deps);`
+      : `pending = stage${i}(ex, deps);\n  if (pending !== undefined) return pending.then(() => runFrom(stages, ${i + 1}, ex, deps));`,
+  );
+  const source = `return function runCompiledStages(ex, deps) {\n  let pending;\n  ${calls.join('\n  ')}\n};`;
+  const make = new Function(...names, 'stages', 'runFrom', source) as (...args: unknown[]) => (ex: E, deps: D) => StageResult;
+  return make(...runs, stages, runFrom);
+}
+
 function runFrom<E extends Exchange, D extends PipelineDeps>(stages: readonly Stage<E, D>[], first: number, ex: E, deps: D): StageResult {
   for (let i = first; i < stages.length; i++) {
     const pending = stages[i]!.run(ex, deps);

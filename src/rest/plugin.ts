@@ -10,7 +10,7 @@ import { fromFastifyError } from './error-response.js';
 import { runIdempotent } from './idempotency.js';
 import { parseJsonBody } from './json-body.js';
 import type { RestExchange } from './rest-exchange.js';
-import { runPhase } from './rest-pipeline.js';
+import { phaseRunners, type PhaseRunners } from './rest-pipeline.js';
 import { MERGE_PATCH_TYPE, type RestStageDeps } from './rest-stages.js';
 import { sendRestError } from './send-error.js';
 import { nextLink } from './link-header.js';
@@ -64,11 +64,15 @@ export async function registerRest(app: FastifyInstance, deps: RestDeps): Promis
 
     for (const route of deps.routes) {
       requestValidator(route); // compiled now, not on the first request
-      const handle = operationRunner(route, deps);
-      const onRequest = requestPhase(route, deps);
+      const runners = phaseRunners(route);
+      const handle = operationRunner(route, runners, deps);
+      // A GET (and the HEAD Fastify adds beside it) has no body that Fastify would read before the handler:
+      // its request phase runs in the handler, right before the body phase, with no hook of its own.
+      const bodyless = route.method === 'GET';
+      const phases = bodyless ? { handler: wholePipeline(route, runners, deps, handle) } : { onRequest: requestPhase(route, runners, deps), handler: handle };
       const versioned = route.path.replace(/\{([^}]+)\}/g, ':$1');
       for (const url of route.unversionedUrl === null ? [versioned] : [versioned, route.unversionedUrl]) {
-        scope.route({ method: route.method, url, schema: { response: route.schema.response }, config: { route }, onRequest, handler: handle });
+        scope.route({ method: route.method, url, schema: { response: route.schema.response }, config: { route }, ...phases });
       }
     }
   });
@@ -126,13 +130,13 @@ export function openExchange(request: FastifyRequest, route: RouteDefinition): R
 }
 
 /** The route's onRequest hook: the pipeline's `request` phase, before the body is read. */
-function requestPhase(route: RouteDefinition, deps: RestDeps) {
+function requestPhase(route: RouteDefinition, runners: PhaseRunners, deps: RestDeps) {
   return (request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void) => {
     const ex = openExchange(request, route);
     request.exchange = ex;
     let pending;
     try {
-      pending = runPhase('request', ex, deps);
+      pending = runners.request(ex, deps);
     } catch (error) {
       return done(error as Error);
     }
@@ -141,14 +145,25 @@ function requestPhase(route: RouteDefinition, deps: RestDeps) {
   };
 }
 
+/** The handler of a route without a body: both phases, the operation, then its response. */
+function wholePipeline(route: RouteDefinition, runners: PhaseRunners, deps: RestDeps, handle: (request: FastifyRequest, reply: FastifyReply) => MaybePromise<void>) {
+  return (request: FastifyRequest, reply: FastifyReply) => {
+    const ex = openExchange(request, route);
+    request.exchange = ex;
+    // A refusal thrown here is answered as one from a hook would be: by the scope's error handler.
+    const pending = runners.request(ex, deps);
+    return pending ? pending.then(() => handle(request, reply)) : handle(request, reply);
+  };
+}
+
 /** The route handler: the pipeline's `body` phase, the operation, then its response. */
-function operationRunner(route: RouteDefinition, deps: RestDeps) {
+function operationRunner(route: RouteDefinition, runners: PhaseRunners, deps: RestDeps) {
   const handler = deps.handlers[route.operationId] as unknown as Handler<never>;
   return (request: FastifyRequest, reply: FastifyReply) => {
     const ex = request.exchange!;
     mergeBracketExpand(ex.query);
     ex.body = request.body;
-    const pending = runPhase('body', ex, deps);
+    const pending = runners.body(ex, deps);
     // Nothing returned when the response was sent at once: Fastify waits only for a promise.
     return pending ? pending.then(() => operate(handler, ex, deps, request, reply)) : operate(handler, ex, deps, request, reply);
   };
