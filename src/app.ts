@@ -225,9 +225,6 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         // A hijacked request (the WebSocket upgrade) has no onResponse: the map is capped, oldest out.
         if (traces.size >= MAX_TRACED_REQUESTS) traces.delete(traces.keys().next().value!);
         traces.set(requestId, traceId);
-        // An aborted request has no onResponse either: its entry goes when its socket does. Only traced
-        // requests pay for the listener (Fastify's onRequestAbort hook would add one to every request).
-        rawRequest.once('close', () => forgetTrace(requestId));
       }
       return requestId;
     },
@@ -417,6 +414,13 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   });
   fastify.addHook('onRequest', (request, reply, done) => {
     setCommonHeaders(request.id, reply, securityFields);
+    // An aborted request has no onResponse either: a traced one's entry goes when its response closes
+    // (answered or not; the request's own `close` comes as soon as its body is read). Only traced requests
+    // pay for the listener.
+    if (traces.size > 0 && traces.has(request.id)) {
+      const requestId = request.id;
+      reply.raw.once('close', () => forgetTrace(requestId));
+    }
     // RFC 9112 §3.2: an HTTP/1.1 request without Host, or with two, is a 400 — answered here, in the API's
     // shape, since Node's own refusal (requireHostHeader) is an empty body and it keeps the first of two.
     if (request.raw.httpVersion === '1.1' && hostFields(request.raw.rawHeaders) !== 1) {

@@ -101,7 +101,7 @@ export interface Config {
   readonly workers: number;
   /**
    * PASSWORD_HASH_CONCURRENCY: password hashes one process runs at once (src/oauth/passwords.ts); half the
-   * cores over the workers, at least 1.
+   * cores over the workers, at least 1 and at most 64.
    */
   readonly passwordHashConcurrency: number;
   /** Development defaults in force; production refuses to start with any of them. */
@@ -365,7 +365,7 @@ export function loadConfig(env: Env = process.env): Config {
       host: readString(env, 'METRICS_HOST') ?? '127.0.0.1',
     },
     workers,
-    passwordHashConcurrency: readInt(env, 'PASSWORD_HASH_CONCURRENCY', Math.max(1, Math.floor(availableParallelism() / 2 / workers)), 1, 64, problems),
+    passwordHashConcurrency: readInt(env, 'PASSWORD_HASH_CONCURRENCY', Math.min(64, Math.max(1, Math.floor(availableParallelism() / 2 / workers))), 1, 64, problems),
     developmentDefaults,
   };
 

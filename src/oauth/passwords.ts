@@ -74,7 +74,7 @@ export const WAITING_PER_HASH = 8;
  * runs on libuv's thread pool, on the cores that serve every other request. The sign-in throttle bounds
  * guesses per address and account, not over all of them: many addresses at once could keep every core
  * hashing. So at most `concurrency` hashes run at once and WAITING_PER_HASH times as many wait, in order;
- * beyond that an attempt is refused at once with 503 UNAVAILABLE and Retry-After, before any work (and a
+ * beyond that an attempt is refused at once with 503 UNAVAILABLE and the Retry-After of every 503, before any work (and a
  * sign-in refused so does not count as a failure: the throttle gives back what a check that throws
  * reserved). Memory for hashing stays at `concurrency` x 128 MiB.
  */
@@ -95,7 +95,7 @@ export class PasswordWork {
       return this.#execute(work);
     }
     if (this.#waiting.length >= this.concurrency * WAITING_PER_HASH) {
-      return Promise.reject(new ApiError('UNAVAILABLE', 'Too many passwords are being checked at the moment; retry in a second.', { headers: { 'retry-after': '1' } }));
+      return Promise.reject(new ApiError('UNAVAILABLE', 'Too many passwords are being checked at the moment; retry shortly.'));
     }
     // The place of a hash that ends is handed to the next in line, never freed in between.
     return new Promise<void>((resolve) => this.#waiting.push(resolve)).then(() => this.#execute(work));
@@ -120,7 +120,7 @@ export class PasswordWork {
  * This process's hashing: half the cores, at least one hash at a time, until the server sets it from its
  * configuration (PASSWORD_HASH_CONCURRENCY, which also divides the cores among WORKERS).
  */
-export const passwordWork = new PasswordWork(Math.max(1, Math.floor(availableParallelism() / 2)));
+export const passwordWork = new PasswordWork(Math.min(64, Math.max(1, Math.floor(availableParallelism() / 2))));
 
 /** PHC strings use standard base64 without padding. */
 function encodeBase64(bytes: Buffer): string {

@@ -110,6 +110,23 @@ describe.each(DATABASE_KINDS)('GET /v1/audit-events on %s', (kind) => {
     expect(chainHash(prevHash!, { ...fields, traceId: 'ffffffffffffffffffffffffffffffff' })).not.toBe(hash);
   });
 
+  it('records the trace id of a write sent over a socket, whose body is read before the operation runs', async () => {
+    // Over a real connection Node ends the request's own stream once its body is read, long before the
+    // response and its audit event: the trace id must outlive that.
+    const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+    await t.app.fastify.listen({ host: '127.0.0.1', port: 0 });
+    const { port } = t.app.fastify.server.address() as { port: number };
+    const created = await fetch(`http://127.0.0.1:${port}/v1/posts`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${memberToken}`, 'content-type': 'application/json', traceparent: `00-${traceId}-00f067aa0ba902b7-01` },
+      body: JSON.stringify({ title: 'Traced', body: 'sent over a socket', status: 'draft' }),
+    });
+    expect(created.status).toBe(201);
+    await t.app.audit.flush();
+    const events = (await t.request({ url: `/v1/audit-events?operation=createPost&subject=${member.id}&limit=100`, token: admin })).json().data as { requestId: string; traceId: string | null }[];
+    expect(events.find((e) => e.requestId === created.headers.get('x-request-id'))?.traceId).toBe(traceId);
+  });
+
   it('lists the token endpoint\'s decisions too, as interface oauth', async () => {
     const attempt = await t.app.fastify.inject({
       method: 'POST',

@@ -71,7 +71,7 @@ describe('configuration', () => {
 
   it('hashes half the cores over the workers at once, at least one, unless PASSWORD_HASH_CONCURRENCY says otherwise', () => {
     const cores = availableParallelism();
-    expect(loadConfig({}).passwordHashConcurrency).toBe(Math.max(1, Math.floor(cores / 2)));
+    expect(loadConfig({}).passwordHashConcurrency).toBe(Math.min(64, Math.max(1, Math.floor(cores / 2))));
     expect(loadConfig({ WORKERS: String(cores) }).passwordHashConcurrency).toBe(1);
     expect(loadConfig({ WORKERS: '256' }).passwordHashConcurrency).toBe(1);
     expect(loadConfig({ PASSWORD_HASH_CONCURRENCY: '6', WORKERS: '4' }).passwordHashConcurrency).toBe(6);

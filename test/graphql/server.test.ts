@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { UNAVAILABLE_RETRY_AFTER_SECONDS } from '../../src/errors/registry.js';
+import { passwordWork, WAITING_PER_HASH } from '../../src/oauth/passwords.js';
 import { startTestApp, type TestApp, type TestUser } from '../helpers/app.js';
 import { createComment, createPost, type PostView } from '../access/support.js';
 import { DATABASE_KINDS } from '../helpers/databases.js';
@@ -166,6 +168,33 @@ describe.each(DATABASE_KINDS)('POST /graphql on %s', (kind) => {
     expect((await gql(query, { token: memberToken, variables: { input: { ...input, email: `x-${input.email}` } } })).json().errors[0].extensions.code).toBe('FORBIDDEN');
     const short = await gql(query, { token: admin, variables: { input: { ...input, email: `y-${input.email}`, password: 'short' } } });
     expect(short.json().errors[0].extensions).toMatchObject({ code: 'VALIDATION_FAILED', details: [{ path: '/input/password' }] });
+  });
+
+  it('answers createUser with 503 UNAVAILABLE and Retry-After, creating nobody, while the process hashes as many passwords as it may', async () => {
+    const admin = await (await t.createUser('admin')).token();
+    const saved = passwordWork.concurrency;
+    passwordWork.concurrency = 1;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const held = Array.from({ length: 1 + WAITING_PER_HASH }, () => passwordWork.run(() => gate));
+    try {
+      const email = `gql-refused-${Date.now()}@example.com`;
+      const query = 'mutation ($input: UserCreateInput!) { createUser(input: $input) { id } }';
+      const refused = await gql(query, { token: admin, variables: { input: { email, name: 'Refused', role: 'member', password: 'a-long-enough-password' } } });
+      expect({ status: refused.statusCode, retryAfter: refused.headers['retry-after'], body: refused.json() }).toEqual({
+        status: 503,
+        retryAfter: String(UNAVAILABLE_RETRY_AFTER_SECONDS),
+        body: {
+          data: null,
+          errors: [{ message: 'Too many passwords are being checked at the moment; retry shortly.', locations: [{ line: 1, column: 39 }], path: ['createUser'], extensions: { code: 'UNAVAILABLE' } }],
+        },
+      });
+      expect(await t.database.db.kysely.selectFrom('users').select('id').where('email', '=', email).executeTakeFirst()).toBeUndefined();
+    } finally {
+      release();
+      await Promise.all(held);
+      passwordWork.concurrency = saved;
+    }
   });
 
   it('answers GET with 405 and Allow: POST, and refuses a form body (CSRF) with 415', async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ApiError } from '../../src/errors/registry.js';
+import { ApiError, UNAVAILABLE_RETRY_AFTER_SECONDS } from '../../src/errors/registry.js';
 import { PasswordWork, WAITING_PER_HASH } from '../../src/oauth/passwords.js';
 
 /** A piece of work that runs until the test ends it. */
@@ -57,8 +57,8 @@ describe('password work', () => {
     expect({ code: error.code, status: error.status, message: error.message, headers: error.headers }).toEqual({
       code: 'UNAVAILABLE',
       status: 503,
-      message: 'Too many passwords are being checked at the moment; retry in a second.',
-      headers: { 'retry-after': '1' },
+      message: 'Too many passwords are being checked at the moment; retry shortly.',
+      headers: { 'retry-after': String(UNAVAILABLE_RETRY_AFTER_SECONDS) },
     });
     expect(refusedWork.started()).toBe(false);
     expect(work.load).toEqual({ running: 1, waiting: WAITING_PER_HASH });

@@ -1,4 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { UNAVAILABLE_RETRY_AFTER_SECONDS } from '../../../src/errors/registry.js';
 import { passwordWork, WAITING_PER_HASH } from '../../../src/oauth/passwords.js';
 import type { UserRecord } from '../../../src/storage/users.js';
 import { startTestApp } from '../../helpers/app.js';
@@ -56,7 +57,7 @@ describe.each(DATABASE_KINDS)('password checks beyond what the process hashes at
     for (let i = 0; i < 7; i++) {
       const refused = await browser.post('/oauth/login', { ...fields, email: user.email, password: `guess ${i}` });
       expectErrorPage(refused, 503, 'Temporarily unavailable', 'The service is temporarily unavailable.', 'Try again in a moment.');
-      expect(refused.headers['retry-after']).toBe('1');
+      expect(refused.headers['retry-after']).toBe(String(UNAVAILABLE_RETRY_AFTER_SECONDS));
       expect(String(refused.headers['set-cookie'] ?? '')).not.toContain('portcullis-session');
     }
     expect(loginDecisions()).toBe(before);
@@ -72,8 +73,8 @@ describe.each(DATABASE_KINDS)('password checks beyond what the process hashes at
   it('answers the password grant with 503 temporarily_unavailable and Retry-After, and issues no token', async () => {
     filled = fillPasswordWork();
     const refused = await tokenRequest(t, legacy, { grant_type: 'password', username: user.email, password: PASSWORD });
-    expectTokenError(refused, 503, 'temporarily_unavailable', 'Too many passwords are being checked at the moment; retry in a second.');
-    expect(refused.headers['retry-after']).toBe('1');
+    expectTokenError(refused, 503, 'temporarily_unavailable', 'Too many passwords are being checked at the moment; retry shortly.');
+    expect(refused.headers['retry-after']).toBe(String(UNAVAILABLE_RETRY_AFTER_SECONDS));
     expect(await countRows(t.db, 'accessTokens')).toBe(0);
     await filled.release();
     filled = null;
@@ -84,7 +85,7 @@ describe.each(DATABASE_KINDS)('password checks beyond what the process hashes at
   it('refuses an unknown email alike, and checks the next unknown email once hashing frees up', async () => {
     filled = fillPasswordWork();
     const refused = await tokenRequest(t, legacy, { grant_type: 'password', username: 'nobody@example.com', password: 'whatever it is' });
-    expectTokenError(refused, 503, 'temporarily_unavailable', 'Too many passwords are being checked at the moment; retry in a second.');
+    expectTokenError(refused, 503, 'temporarily_unavailable', 'Too many passwords are being checked at the moment; retry shortly.');
     await filled.release();
     filled = null;
     // The decoy hash an unknown email is checked against was refused with it: it is made again, not kept refused.
