@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { UNAVAILABLE_RETRY_AFTER_SECONDS } from '../../src/errors/registry.js';
-import { passwordWork, WAITING_PER_HASH } from '../../src/oauth/passwords.js';
 import { digestSecret } from '../../src/oauth/secrets.js';
 import { DATABASE_KINDS } from '../helpers/databases.js';
 import { ADMIN_CLIENT_ID, type TestApp, type TestUser } from '../helpers/app.js';
+import { fillPasswordWork } from '../helpers/password-work.js';
 import { FORBIDDEN, INVALID_TOKEN, INVALID_TOKEN_CHALLENGE, JSON_TYPE, NOT_FOUND, REALM, createComment, createPost, expectError, expectPrivateJson, insufficientScope, readUser, scopeChallenge, startAccessApp } from './support.js';
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
@@ -271,11 +271,7 @@ describe.each(DATABASE_KINDS)('users and clients on %s', (kind) => {
     });
 
     it('answers 503 UNAVAILABLE with Retry-After, creating nobody, while the process hashes as many passwords as it may', async () => {
-      const saved = passwordWork.concurrency;
-      passwordWork.concurrency = 1;
-      let release!: () => void;
-      const gate = new Promise<void>((resolve) => (release = resolve));
-      const held = Array.from({ length: 1 + WAITING_PER_HASH }, () => passwordWork.run(() => gate));
+      const filled = fillPasswordWork();
       try {
         const before = await count('users');
         const email = `refused-${Date.now()}@example.com`;
@@ -284,9 +280,7 @@ describe.each(DATABASE_KINDS)('users and clients on %s', (kind) => {
         expect(res.headers['retry-after']).toBe(String(UNAVAILABLE_RETRY_AFTER_SECONDS));
         expect(await count('users')).toBe(before);
       } finally {
-        release();
-        await Promise.all(held);
-        passwordWork.concurrency = saved;
+        await filled.release();
       }
     });
 

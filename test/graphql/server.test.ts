@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { UNAVAILABLE_RETRY_AFTER_SECONDS } from '../../src/errors/registry.js';
-import { passwordWork, WAITING_PER_HASH } from '../../src/oauth/passwords.js';
 import { startTestApp, type TestApp, type TestUser } from '../helpers/app.js';
+import { fillPasswordWork } from '../helpers/password-work.js';
 import { createComment, createPost, type PostView } from '../access/support.js';
 import { DATABASE_KINDS } from '../helpers/databases.js';
 
@@ -172,11 +172,7 @@ describe.each(DATABASE_KINDS)('POST /graphql on %s', (kind) => {
 
   it('answers createUser with 503 UNAVAILABLE and Retry-After, creating nobody, while the process hashes as many passwords as it may', async () => {
     const admin = await (await t.createUser('admin')).token();
-    const saved = passwordWork.concurrency;
-    passwordWork.concurrency = 1;
-    let release!: () => void;
-    const gate = new Promise<void>((resolve) => (release = resolve));
-    const held = Array.from({ length: 1 + WAITING_PER_HASH }, () => passwordWork.run(() => gate));
+    const filled = fillPasswordWork();
     try {
       const email = `gql-refused-${Date.now()}@example.com`;
       const query = 'mutation ($input: UserCreateInput!) { createUser(input: $input) { id } }';
@@ -191,9 +187,7 @@ describe.each(DATABASE_KINDS)('POST /graphql on %s', (kind) => {
       });
       expect(await t.database.db.kysely.selectFrom('users').select('id').where('email', '=', email).executeTakeFirst()).toBeUndefined();
     } finally {
-      release();
-      await Promise.all(held);
-      passwordWork.concurrency = saved;
+      await filled.release();
     }
   });
 

@@ -1,32 +1,13 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { UNAVAILABLE_RETRY_AFTER_SECONDS } from '../../../src/errors/registry.js';
-import { passwordWork, WAITING_PER_HASH } from '../../../src/oauth/passwords.js';
+import { passwordWork } from '../../../src/oauth/passwords.js';
 import type { UserRecord } from '../../../src/storage/users.js';
 import { startTestApp } from '../../helpers/app.js';
+import { fillPasswordWork } from '../../helpers/password-work.js';
 import { DATABASE_KINDS } from '../../helpers/databases.js';
 import { createClient, type TestClient } from '../fixtures.js';
 import { Browser, expectErrorPage, expectPage, hiddenInputs } from './browser.js';
 import { countRows, createUser, expectTokenError, openFlowApp, PASSWORD, tokenRequest, type FlowApp } from './flow.js';
-
-/**
- * Fills this process's password hashing (src/oauth/passwords.ts): one hash running and every waiting place
- * taken, each held until `release`.
- */
-function fillPasswordWork(): { release(): Promise<void> } {
-  const saved = passwordWork.concurrency;
-  passwordWork.concurrency = 1;
-  let release!: () => void;
-  const gate = new Promise<void>((resolve) => (release = resolve));
-  const held = Array.from({ length: 1 + WAITING_PER_HASH }, () => passwordWork.run(() => gate));
-  expect(passwordWork.load).toEqual({ running: 1, waiting: WAITING_PER_HASH });
-  return {
-    async release() {
-      release();
-      await Promise.all(held);
-      passwordWork.concurrency = saved;
-    },
-  };
-}
 
 describe.each(DATABASE_KINDS)('password checks beyond what the process hashes at once, on %s', { timeout: 60_000 }, (kind) => {
   let t: FlowApp;
