@@ -39,6 +39,7 @@ import { resources, type ResourceRegistry } from './resources/registry.js';
 import { AuditLog } from './audit/audit-log.js';
 import { startCheckpointer } from './audit/checkpointer.js';
 import { auditSigningKey } from './audit/checkpoints.js';
+import { LazyChild, type ParentLogger } from './logging/lazy-child.js';
 import { logDestination } from './logging/log-destination.js';
 import { redactUrl } from './logging/redact-url.js';
 import { startMaintenance } from './maintenance/purge-expired.js';
@@ -250,10 +251,14 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   // (`traceId`), so that a request is found in this log from a trace and the other way round. Fastify makes
   // each request's logger with the root logger's `child`, before any hook runs; a `childLoggerFactory` would
   // do the same but has Fastify check every logger it returns, method by method, on every request.
+  // The child is made only once the request logs a line its level lets through (logging/lazy-child.ts).
   const childOf = fastify.log.child;
   fastify.log.child = function child(this: typeof fastify.log, bindings, options) {
     const traceId = traces.size === 0 || typeof bindings.reqId !== 'string' ? undefined : traces.get(bindings.reqId);
-    return childOf.call(this, traceId === undefined ? bindings : { ...bindings, traceId }, options);
+    const make = () => childOf.call(this, traceId === undefined ? bindings : { ...bindings, traceId }, options);
+    // A child with a level or serializers of its own (a route's logLevel) is made at once, as pino makes it.
+    if (options?.level !== undefined || options?.serializers !== undefined) return make();
+    return LazyChild.logger(this as unknown as ParentLogger, make) as ReturnType<typeof childOf>;
   };
   // CONNECT (a proxy's method) reaches Node's 'connect' event, not Fastify: without a listener the socket is
   // dropped without an answer.
