@@ -17,7 +17,9 @@ export interface ParentLogger {
  * stands in for that child: a line the level drops costs one level check, and the first line it lets
  * through makes the real child (`make`), which then writes that line and every later one. The child's
  * bindings and options are the ones it would have had, so the lines are the same. Its methods are the
- * prototype's: one object per request, no closures.
+ * prototype's: a request costs this object and the function that would make the child. Besides what Fastify
+ * asks of a logger, it answers pino's `isLevelEnabled`, `bindings`, `setBindings` and `flush`, so that a
+ * plugin using those on a request's logger finds them.
  */
 export class LazyChild {
   #made: FastifyBaseLogger | null = null;
@@ -72,6 +74,22 @@ export class LazyChild {
   }
 
   silent(): void {}
+
+  isLevelEnabled(level: string): boolean {
+    return this.#made === null ? this.#parent.isLevelEnabled(level) : (this.#made as unknown as ParentLogger).isLevelEnabled(level);
+  }
+
+  bindings(): Record<string, unknown> {
+    return (this.#child() as unknown as { bindings(): Record<string, unknown> }).bindings();
+  }
+
+  setBindings(bindings: Record<string, unknown>): void {
+    (this.#child() as unknown as { setBindings(bindings: Record<string, unknown>): void }).setBindings(bindings);
+  }
+
+  flush(callback?: (error?: Error) => void): void {
+    (this.#child() as unknown as { flush(callback?: (error?: Error) => void): void }).flush(callback);
+  }
 
   child(...args: Parameters<FastifyBaseLogger['child']>): FastifyBaseLogger {
     return this.#child().child(...args);

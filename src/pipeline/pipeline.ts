@@ -37,22 +37,31 @@ export function runStages<E extends Exchange, D extends PipelineDeps>(stages: re
 }
 
 /**
- * The stages as one function of their own, which calls each in order exactly as `runStages` does. Each list
- * gets its own compiled code, so that every call in it sees one stage only (which V8 may then inline),
- * where `runStages`'s one call site sees every stage of every list. Compiled from the stages' positions
- * alone: no name, text or value of a stage becomes code.
+ * The stages as one function of their own, which calls each in order exactly as `runStages` does: at once
+ * while every stage returns nothing, from the next stage once one returns a promise and it resolves, and
+ * no further once one throws or rejects; what it returns is nothing or a promise of nothing. Each list gets
+ * its own compiled code, so that every call in it sees one stage only (which V8 may then inline), where
+ * `runStages`'s one call site sees every stage of every list. The stages are taken as they are now, for
+ * every later run, and the code is made from their positions alone: no name, text or value of a stage
+ * becomes code.
  */
 export function compileStages<E extends Exchange, D extends PipelineDeps>(stages: readonly Stage<E, D>[]): (ex: E, deps: D) => StageResult {
-  const runs = stages.map((stage) => stage.run);
+  const runs = Object.freeze(stages.map((stage) => stage.run));
   const names = runs.map((_, i) => `stage${i}`);
-  const calls = runs.map((_, i) =>
-    i === runs.length - 1
-      ? `return stage${i}(ex, deps);`
-      : `pending = stage${i}(ex, deps);\n  if (pending !== undefined) return pending.then(() => runFrom(stages, ${i + 1}, ex, deps));`,
+  const calls = runs.map(
+    (_, i) => `pending = stage${i}(ex, deps);\n  if (pending !== undefined) return pending.then(() => continueFrom(runs, ${i + 1}, ex, deps));`,
   );
   const source = `return function runCompiledStages(ex, deps) {\n  let pending;\n  ${calls.join('\n  ')}\n};`;
-  const make = new Function(...names, 'stages', 'runFrom', source) as (...args: unknown[]) => (ex: E, deps: D) => StageResult;
-  return make(...runs, stages, runFrom);
+  const make = new Function(...names, 'runs', 'continueFrom', source) as (...args: unknown[]) => (ex: E, deps: D) => StageResult;
+  return make(...runs, runs, continueFrom);
+}
+
+/** A compiled list's stages from `first` on, once one of them had to wait: as `runFrom`, over the same functions. */
+function continueFrom<E extends Exchange, D extends PipelineDeps>(runs: readonly Stage<E, D>['run'][], first: number, ex: E, deps: D): StageResult {
+  for (let i = first; i < runs.length; i++) {
+    const pending = runs[i]!(ex, deps);
+    if (pending !== undefined) return pending.then(() => continueFrom(runs, i + 1, ex, deps));
+  }
 }
 
 function runFrom<E extends Exchange, D extends PipelineDeps>(stages: readonly Stage<E, D>[], first: number, ex: E, deps: D): StageResult {

@@ -66,13 +66,10 @@ export async function registerRest(app: FastifyInstance, deps: RestDeps): Promis
       requestValidator(route); // compiled now, not on the first request
       const runners = phaseRunners(route);
       const handle = operationRunner(route, runners, deps);
-      // A GET (and the HEAD Fastify adds beside it) has no body that Fastify would read before the handler:
-      // its request phase runs in the handler, right before the body phase, with no hook of its own.
-      const bodyless = route.method === 'GET';
-      const phases = bodyless ? { handler: wholePipeline(route, runners, deps, handle) } : { onRequest: requestPhase(route, runners, deps), handler: handle };
+      const onRequest = requestPhase(route, runners, deps);
       const versioned = route.path.replace(/\{([^}]+)\}/g, ':$1');
       for (const url of route.unversionedUrl === null ? [versioned] : [versioned, route.unversionedUrl]) {
-        scope.route({ method: route.method, url, schema: { response: route.schema.response }, config: { route }, ...phases });
+        scope.route({ method: route.method, url, schema: { response: route.schema.response }, config: { route }, onRequest, handler: handle });
       }
     }
   });
@@ -142,17 +139,6 @@ function requestPhase(route: RouteDefinition, runners: PhaseRunners, deps: RestD
     }
     if (pending) pending.then(() => done(), done);
     else done();
-  };
-}
-
-/** The handler of a route without a body: both phases, the operation, then its response. */
-function wholePipeline(route: RouteDefinition, runners: PhaseRunners, deps: RestDeps, handle: (request: FastifyRequest, reply: FastifyReply) => MaybePromise<void>) {
-  return (request: FastifyRequest, reply: FastifyReply) => {
-    const ex = openExchange(request, route);
-    request.exchange = ex;
-    // A refusal thrown here is answered as one from a hook would be: by the scope's error handler.
-    const pending = runners.request(ex, deps);
-    return pending ? pending.then(() => handle(request, reply)) : handle(request, reply);
   };
 }
 

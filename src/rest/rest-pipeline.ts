@@ -24,8 +24,8 @@ const takesBody = (route: RouteDefinition) => route.method !== 'GET';
  * The REST request pipeline, in order: the pipeline's access stages (src/pipeline/pipeline.ts, the same
  * functions in the same order for every API) with REST's own stages in between. The adapter (plugin.ts)
  * runs the `request` phase as soon as the route is known, so a caller who may not call the operation is
- * refused before its body is read (a GET has none: there both phases run in the handler), and the `body`
- * phase once the body is parsed; then the operation's handler runs, the response is serialised with the
+ * refused before its body is read (and before its handler runs), and the `body` phase once the body is
+ * parsed; then the operation's handler runs, the response is serialised with the
  * contract's schema and tagged (representation.ts), and the decision goes to the audit log
  * (src/pipeline/record-decision.ts). Each route runs the stages that apply to it, compiled into one function
  * per phase (`phaseRunners`).

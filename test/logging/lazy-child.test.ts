@@ -60,6 +60,20 @@ describe('a request logger made on its first line', () => {
     expect(lazy.lines).toHaveLength(2);
   });
 
+  it("answers pino's isLevelEnabled, bindings, setBindings and flush as the child would", async () => {
+    const { root, lines, make, children } = rootLogger('warn');
+    const log = LazyChild.logger(root, make({ reqId: 'r4' })) as unknown as Logger;
+    expect([log.isLevelEnabled('info'), log.isLevelEnabled('warn')]).toEqual([false, true]);
+    expect(children()).toBe(0);
+    expect(log.bindings()).toEqual({ reqId: 'r4' });
+    log.setBindings({ user: 'u1' });
+    log.warn('bound');
+    await new Promise<void>((resolve) => log.flush(() => resolve()));
+    await flushed();
+    expect(children()).toBe(1);
+    expect(lines.map(({ msg, reqId, user }) => ({ msg, reqId, user }))).toEqual([{ msg: 'bound', reqId: 'r4', user: 'u1' }]);
+  });
+
   it('hands out a child of its child, and follows a level set on it', async () => {
     const { root, lines, make, children } = rootLogger('warn');
     const log = LazyChild.logger(root, make({ reqId: 'r3' }));

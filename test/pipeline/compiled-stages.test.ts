@@ -52,6 +52,22 @@ describe('stages compiled into one function', () => {
     expect(await bothWays([...stages])).toEqual([expected, expected]);
   });
 
+  it('resolves to nothing, as runStages does, whatever the last stage resolves to', async () => {
+    const answering: Stage = { name: 'answering', run: () => Promise.resolve(42) as never };
+    await expect(runStages([stage('a'), answering], ex(), {} as never)).resolves.toBeUndefined();
+    await expect(compileStages([stage('a'), answering])(ex(), {} as never)).resolves.toBeUndefined();
+  });
+
+  it('runs the stages as they were compiled, before and after a wait, even if the list changes later', async () => {
+    const first = stage('a', 'async');
+    const second = stage('b');
+    const run = compileStages([first, second]);
+    second.run = stage('replaced').run;
+    const exchange = ex();
+    await run(exchange, {} as never);
+    expect(logOf(exchange)).toEqual(['a', 'b']);
+  });
+
   it('makes no code of a stage name', () => {
     const hostile = { name: '`); process.exit(1); (`', run: () => undefined };
     expect(compileStages([hostile, hostile]).toString()).not.toContain('process');
