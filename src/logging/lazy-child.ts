@@ -36,11 +36,6 @@ export class LazyChild {
     return new LazyChild(parent, make) as unknown as FastifyBaseLogger;
   }
 
-  /** Whether the child has been made (tests). */
-  get isMade(): boolean {
-    return this.#made !== null;
-  }
-
   get level(): string {
     return this.#made === null ? this.#parent.level : this.#made.level;
   }
