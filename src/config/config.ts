@@ -108,6 +108,11 @@ export interface Config {
   readonly developmentDefaults: readonly string[];
 }
 
+/** Password hashes one of `workers` processes runs at once unless told: half the cores over them, 1 to 64. */
+export function defaultPasswordHashConcurrency(workers: number): number {
+  return Math.min(64, Math.max(1, Math.floor(availableParallelism() / 2 / workers)));
+}
+
 /** The development-only key-encryption secret. Production refuses it. */
 export const DEVELOPMENT_KEY_SECRET = 'portcullis-development-key-encryption-secret-do-not-use';
 
@@ -365,7 +370,7 @@ export function loadConfig(env: Env = process.env): Config {
       host: readString(env, 'METRICS_HOST') ?? '127.0.0.1',
     },
     workers,
-    passwordHashConcurrency: readInt(env, 'PASSWORD_HASH_CONCURRENCY', Math.min(64, Math.max(1, Math.floor(availableParallelism() / 2 / workers))), 1, 64, problems),
+    passwordHashConcurrency: readInt(env, 'PASSWORD_HASH_CONCURRENCY', defaultPasswordHashConcurrency(workers), 1, 64, problems),
     developmentDefaults,
   };
 

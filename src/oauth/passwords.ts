@@ -1,5 +1,5 @@
 import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
-import { availableParallelism } from 'node:os';
+import { defaultPasswordHashConcurrency } from '../config/config.js';
 import { ApiError } from '../errors/registry.js';
 
 /**
@@ -120,7 +120,7 @@ export class PasswordWork {
  * This process's hashing: half the cores, at least one hash at a time, until the server sets it from its
  * configuration (PASSWORD_HASH_CONCURRENCY, which also divides the cores among WORKERS).
  */
-export const passwordWork = new PasswordWork(Math.min(64, Math.max(1, Math.floor(availableParallelism() / 2))));
+export const passwordWork = new PasswordWork(defaultPasswordHashConcurrency(1));
 
 /** PHC strings use standard base64 without padding. */
 function encodeBase64(bytes: Buffer): string {

@@ -33,7 +33,7 @@ export const ACCESS_PIPELINE: readonly Stage[] = [
  * check): a request that waits for nothing is not charged a promise per stage.
  */
 export function runStages<E extends Exchange, D extends PipelineDeps>(stages: readonly Stage<E, D>[], ex: E, deps: D): StageResult {
-  return runFrom(stages, 0, ex, deps);
+  return continueFrom(stages.map((stage) => stage.run), 0, ex, deps);
 }
 
 /**
@@ -56,17 +56,10 @@ export function compileStages<E extends Exchange, D extends PipelineDeps>(stages
   return make(...runs, runs, continueFrom);
 }
 
-/** A compiled list's stages from `first` on, once one of them had to wait: as `runFrom`, over the same functions. */
+/** The stages' functions from `first` on, in order, synchronously until one has to wait. */
 function continueFrom<E extends Exchange, D extends PipelineDeps>(runs: readonly Stage<E, D>['run'][], first: number, ex: E, deps: D): StageResult {
   for (let i = first; i < runs.length; i++) {
     const pending = runs[i]!(ex, deps);
     if (pending !== undefined) return pending.then(() => continueFrom(runs, i + 1, ex, deps));
-  }
-}
-
-function runFrom<E extends Exchange, D extends PipelineDeps>(stages: readonly Stage<E, D>[], first: number, ex: E, deps: D): StageResult {
-  for (let i = first; i < stages.length; i++) {
-    const pending = stages[i]!.run(ex, deps);
-    if (pending !== undefined) return pending.then(() => runFrom(stages, i + 1, ex, deps));
   }
 }
